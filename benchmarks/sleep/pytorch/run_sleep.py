@@ -1,0 +1,51 @@
+"""Diagnostic case: emits the PerfLog events of a training run without computing anything.
+
+Configuration: ``duration`` (s), ``steps``, ``exit_code``, ``hang``, ``converged``,
+``samples_per_step``. Exits with ``exit_code`` after FINISHED, or sleeps forever with ``hang``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/ (driver)
+
+from driver import perflog  # noqa: E402
+from driver.case_io import load_config, parse_case_args, redirect_rank_output  # noqa: E402
+from driver.dist import dist_info  # noqa: E402
+from driver.finished import RoundClock  # noqa: E402
+
+
+def main() -> int:
+    clock = RoundClock()
+    args = parse_case_args(__doc__.splitlines()[0])
+    info = dist_info()
+    redirect_rank_output(args.output_dir, info.rank)
+    config = load_config(args.config)
+    log = perflog.PerfLogger(rank=info.rank)
+    log.log(perflog.INIT_START)
+    clock.mark_init_start()
+    clock.mark_init_end()
+    log.log(perflog.INIT_END)
+    log.log(perflog.TRAIN_START)
+    clock.mark_train_start()
+    steps = max(1, int(config["steps"]))
+    per_step = int(config["samples_per_step"])
+    for step in range(1, steps + 1):
+        with clock.compute():
+            time.sleep(float(config["duration"]) / steps)
+        log.log(perflog.STEP_END, {"global_steps": step, "num_trained_samples": step * per_step})
+    while config["hang"]:
+        time.sleep(3600)
+    clock.mark_train_end()
+    log.log(perflog.TRAIN_END)
+    log.log(perflog.FINISHED, clock.finished(
+        steps * per_step * info.world_size, bool(config["converged"]), final_noop=1.0,
+        target_noop=1.0))
+    return int(config["exit_code"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from flagperf_ansible.cli import main
+
+sys.exit(main())

@@ -1,0 +1,126 @@
+"""Case specs: what a user asks to run, in either of the two accepted forms.
+
+A case spec names a standard case (model x framework) and where and how often to run it.
+Two input forms give the same structure:
+
+* a mapping: ``{model: resnet50, framework: pytorch, hardware: cpu, nnodes: 1,
+  nproc_per_node: 1, repeat: 2, data_dir: data/digits}``;
+* FlagPerf's key ``model:framework:hardware:nnodes:nproc:repeat``, alone or as a one-entry
+  mapping to its data_dir (FlagPerf's ``CASES = {key: data_dir}``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flagperf_ansible.errors import ConfigError, raise_first
+
+#: Names that end up in paths, container names and command lines.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: Paths that end up in command lines: no shell metacharacters, no parent-directory steps.
+PATH_PATTERN = re.compile(r"^[A-Za-z0-9_./+@-]{1,4096}$")
+
+SPEC_KEYS = ("model", "framework", "hardware", "nnodes", "nproc_per_node", "repeat")
+
+
+def check_name(value: str) -> str:
+    if not NAME_PATTERN.match(value):
+        raise ValueError(
+            f"{value!r} is not a safe name (letters, digits, '_', '.', '-'; at most 64)"
+        )
+    return value
+
+
+def check_path(value: str) -> str:
+    if not PATH_PATTERN.match(value) or ".." in value.split("/"):
+        raise ValueError(
+            f"{value!r} is not a safe path (letters, digits, '_', '.', '/', '+', '@', '-'; no '..')"
+        )
+    return value
+
+
+class CaseSpec(BaseModel):
+    """One requested case: ``nnodes`` hosts x ``nproc_per_node`` processes, ``repeat`` rounds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    framework: str
+    hardware: str
+    nnodes: int = Field(gt=0)
+    nproc_per_node: int = Field(gt=0)
+    repeat: int = Field(default=1, gt=0)
+    data_dir: str = ""
+    #: Seconds a round may run before it is killed; 0 takes the case's own default.
+    timeout: int = Field(default=0, ge=0)
+
+    _names = field_validator("model", "framework", "hardware")(check_name)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir(cls, value: str) -> str:
+        return check_path(value) if value else value
+
+    @property
+    def case_id(self) -> str:
+        """``<model>-<framework>-<hardware>x<nnodes>x<nproc>``, e.g. ``resnet50-pytorch-A100x2x8``."""
+        return f"{self.model}-{self.framework}-{self.hardware_config}"
+
+    @property
+    def hardware_config(self) -> str:
+        """``<hardware>x<nnodes>x<nproc>``: the name of a vendor's per-configuration override."""
+        return f"{self.hardware}x{self.nnodes}x{self.nproc_per_node}"
+
+
+def parse_case_key(key: str) -> dict[str, Any]:
+    """Split FlagPerf's ``model:framework:hardware:nnodes:nproc:repeat`` into a mapping.
+
+    Raises:
+        ValueError: the key has not six fields or a count is not an integer.
+    """
+    fields = key.split(":")
+    if len(fields) != len(SPEC_KEYS):
+        raise ValueError(
+            f"{key!r} is not 'model:framework:hardware:nnodes:nproc:repeat' (6 fields)"
+        )
+    spec: dict[str, Any] = dict(zip(SPEC_KEYS[:3], fields[:3]))
+    for name, text in zip(SPEC_KEYS[3:], fields[3:]):
+        try:
+            spec[name] = int(text)
+        except ValueError:
+            raise ValueError(f"{key!r}: {name} {text!r} is not an integer") from None
+    return spec
+
+
+def parse_case_spec(item: Any, source: str = "", key: str = "") -> CaseSpec:
+    """Parse one entry of ``flagperf_cases`` in any accepted form.
+
+    Args:
+        item: a mapping, a FlagPerf key string, or ``{key_string: data_dir}``.
+        source, key: where the entry came from, for the error message.
+
+    Raises:
+        ConfigError: one line naming ``source`` and ``key`` (with the field at fault).
+    """
+    try:
+        if isinstance(item, str):
+            data = parse_case_key(item)
+        elif isinstance(item, dict) and len(item) == 1 and isinstance(next(iter(item)), str) \
+                and ":" in next(iter(item)):
+            (case_key, data_dir), = item.items()
+            data = parse_case_key(case_key)
+            data["data_dir"] = data_dir
+        elif isinstance(item, dict):
+            data = dict(item)
+        else:
+            raise ValueError(
+                f"a case spec is a mapping or a 'model:framework:hardware:nnodes:nproc:repeat' "
+                f"string, not {type(item).__name__}"
+            )
+    except ValueError as err:
+        raise ConfigError(str(err), source, key) from None
+    with raise_first(source, key):
+        return CaseSpec.model_validate(data)

@@ -1,0 +1,128 @@
+"""Command line: ``flagperf-ansible`` / ``python -m flagperf_ansible``.
+
+Exit status: 0 when every round passed (or the command succeeded), 1 when a round failed,
+2 on bad input (one line naming the file and key), 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from flagperf_ansible import __version__
+from flagperf_ansible.errors import ConfigError
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flagperf-ansible", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="validate, then run every case round and summarise")
+    run.add_argument("-i", "--inventory", required=True, help="inventory directory or file")
+    run.add_argument("--case", action="append", metavar="SPEC",
+                     help="run this case instead of flagperf_cases "
+                          "(model:framework:hardware:nnodes:nproc:repeat); repeatable")
+    run.add_argument("--results-dir", help="results folder (default: flagperf_results_dir)")
+
+    validate = sub.add_parser("validate", help="check the inventory and cases; touch no host")
+    validate.add_argument("-i", "--inventory", required=True)
+
+    summarize = sub.add_parser("summarize", help="rebuild summary.json/summary.md of a run")
+    summarize.add_argument("run_dir", type=Path)
+
+    sub.add_parser("cases", help="list the standard cases")
+
+    data = sub.add_parser("data", help="data sets")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    prepare = data_sub.add_parser("prepare", help="write a data set in the ImageNet folder layout")
+    prepare.add_argument("name", choices=("digits",))
+    prepare.add_argument("target", type=Path)
+    return parser
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from flagperf_ansible.paths import project_dir
+    from flagperf_ansible.report import print_summary
+    from flagperf_ansible.runner import Wrapper, prepare
+
+    prepared = prepare(project_dir(), args.inventory, args.results_dir, args.case)
+    console = _console()
+    console.print(f"run {prepared.run_id}: {len(prepared.plan['rounds'])} round(s) -> "
+                  f"{prepared.run_dir}")
+    wrapper = Wrapper(prepared, console)
+    summary = wrapper.run()
+    if summary.get("cases"):
+        print_summary(summary, console)
+    console.print(f"results: {prepared.run_dir}")
+    if wrapper.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if summary.get("status") == "passed" else EXIT_FAILED
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from flagperf_ansible.paths import project_dir
+    from flagperf_ansible.runner import prepare
+
+    prepared = prepare(project_dir(), args.inventory)
+    plan = prepared.plan
+    cases = ", ".join(c["case_id"] for c in plan["cases"])
+    print(f"{args.inventory}: ok: vendor {plan['vendor']}, {len(plan['rounds'])} round(s): {cases}")
+    return EXIT_OK
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from flagperf_ansible.report import print_summary
+    from flagperf_ansible.results import write_summary
+
+    if not args.run_dir.is_dir():
+        raise ConfigError("no such run folder", str(args.run_dir))
+    summary = write_summary(args.run_dir)
+    print_summary(summary, _console())
+    return EXIT_OK if summary["status"] == "passed" else EXIT_FAILED
+
+
+def cmd_cases(_args: argparse.Namespace) -> int:
+    from flagperf_ansible.cases import list_cases
+    from flagperf_ansible.paths import project_dir
+
+    for case in list_cases(project_dir()):
+        kind = " [diagnostic]" if case.diagnostic else ""
+        print(f"{case.model}:{case.framework}{kind}  {case.description}")
+    return EXIT_OK
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from flagperf_ansible.data import prepare
+
+    counts = prepare(args.name, args.target)
+    print(f"{args.name}: {args.target}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "validate": cmd_validate, "summarize": cmd_summarize,
+            "cases": cmd_cases, "data": cmd_data}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as err:
+        print(f"flagperf-ansible: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except FileNotFoundError as err:
+        print(f"flagperf-ansible: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("flagperf-ansible: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

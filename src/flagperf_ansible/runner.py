@@ -1,0 +1,207 @@
+"""The wrapper: runs the playbooks through ansible-runner one step at a time.
+
+Steps: ``playbooks/preflight.yml``, then ``playbooks/rounds.yml`` once per case round
+(``flagperf_select``), then ``playbooks/report.yml``: the same playbooks ``site.yml`` imports,
+so both entry points write the same results. A rich progress bar shows the case, round and
+current task; Ctrl-C cancels the step in flight and the summary of what ran is still written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flagperf_ansible import results
+from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.inventory import load_inventory
+from flagperf_ansible.plan import build_plan
+
+
+@dataclass
+class Prepared:
+    """A validated run: what to pass to Ansible and what it will do."""
+
+    project: Path
+    inventory: Path
+    plan: dict[str, Any]
+    extravars: dict[str, Any]
+    run_id: str
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.plan["results_dir"]) / self.run_id
+
+
+def new_run_id() -> str:
+    """``run<YYYYmmddHHMMSS>`` in local time."""
+    return time.strftime("run%Y%m%d%H%M%S")
+
+
+def prepare(project: Path, inventory: str, results_dir: str | None = None,
+            cases: list[str] | None = None, run_id: str | None = None) -> Prepared:
+    """Load and validate the inventory with the command-line overrides.
+
+    Raises:
+        ConfigError: the first bad input, naming its file and key.
+    """
+    inv = load_inventory(inventory, project)
+    settings = dict(inv.settings)
+    origins = dict(inv.origins)
+    extravars: dict[str, Any] = {}
+    if results_dir:
+        extravars["flagperf_results_dir"] = str(Path(results_dir).resolve())
+    if cases:
+        extravars["flagperf_cases"] = list(cases)
+    for key, value in extravars.items():
+        settings[key] = value
+        origins[key] = "command line"
+    plan = build_plan(settings, origins, inv.hosts, {h: inv.address(h) for h in inv.hosts},
+                      project)
+    run_id = run_id or new_run_id()
+    extravars["flagperf_run_id"] = run_id
+    return Prepared(project=project, inventory=Path(inventory).resolve(), plan=plan,
+                    extravars=extravars, run_id=run_id)
+
+
+@dataclass
+class StepResult:
+    status: str
+    rc: int
+    failures: list[str] = field(default_factory=list)
+
+
+class Wrapper:
+    """Runs a prepared run's steps with a progress display.
+
+    Args:
+        prepared: from ``prepare``.
+        console: a ``rich.console.Console``.
+    """
+
+    def __init__(self, prepared: Prepared, console: Any) -> None:
+        self.prepared = prepared
+        self.console = console
+        self.interrupted = False
+        self._progress = None
+        self._task = None
+        self._label = ""
+
+    # ansible-runner callbacks -------------------------------------------------------------
+    def _on_event(self, event: dict[str, Any]) -> bool:
+        data = event.get("event_data") or {}
+        if event.get("event") == "playbook_on_task_start" and self._progress is not None:
+            self._progress.update(self._task, description=f"{self._label}: {data.get('task', '')}")
+        elif event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            if not data.get("ignore_errors"):
+                res = data.get("res") or {}
+                self._failures.append(f"{data.get('host', '?')}: {res.get('msg', '').strip()}")
+        elif event.get("event") == "verbose" and "flagperf:" in (event.get("stdout") or ""):
+            self.console.log((event.get("stdout") or "").strip())
+        return True
+
+    def _cancelled(self) -> bool:
+        return self.interrupted
+
+    def _run_step(self, ident: str, playbook: str, extravars: dict[str, Any]) -> StepResult:
+        import ansible_runner
+
+        self._failures: list[str] = []
+        project = self.prepared.project
+        binary = Path(sys.executable).parent / "ansible-playbook"
+        env = {
+            "ANSIBLE_CONFIG": str(project / "ansible.cfg"),
+            "ANSIBLE_CALLBACK_PLUGINS": str(project / "callback_plugins"),
+            "ANSIBLE_FORCE_COLOR": "0",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        with tempfile.TemporaryDirectory(prefix="flagperf-runner-") as private:
+            kwargs: dict[str, Any] = dict(
+                private_data_dir=private,
+                project_dir=str(project),
+                playbook=str(project / playbook),
+                inventory=str(self.prepared.inventory),
+                extravars=extravars,
+                envvars=env,
+                ident=ident,
+                quiet=True,
+                suppress_env_files=True,
+                event_handler=self._on_event,
+                cancel_callback=self._cancelled,
+            )
+            if binary.exists():
+                kwargs["binary"] = str(binary)
+            thread, runner = ansible_runner.run_async(**kwargs)
+            thread.join()
+            return StepResult(status=runner.status, rc=runner.rc or 0, failures=self._failures)
+
+    # the run ------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Run every step; return the run summary (also written to the run dir)."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
+            TimeElapsedColumn
+
+        prepared = self.prepared
+        rounds = prepared.plan["rounds"]
+        previous = signal.signal(signal.SIGINT, self._interrupt)
+        try:
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=self.console, transient=False) as progress:
+                self._progress = progress
+                self._task = progress.add_task("preflight", total=len(rounds))
+                self._label = "preflight"
+                step = self._run_step("preflight", "playbooks/preflight.yml", prepared.extravars)
+                if step.status != "successful":
+                    self._report_failure("preflight", step)
+                    return self._finish()
+                for item in rounds:
+                    if self.interrupted:
+                        break
+                    self._label = f"{item['case_id']} round {item['round']}/{len([r for r in rounds if r['case_id'] == item['case_id']])}"
+                    progress.update(self._task, description=self._label)
+                    step = self._run_step(
+                        f"round-{item['case_id']}-{item['round']}", "playbooks/rounds.yml",
+                        {**prepared.extravars, "flagperf_select": item["key"]})
+                    if step.status != "successful":
+                        self._report_failure(item["key"], step)
+                    progress.advance(self._task)
+                self._label = "report"
+                if not self.interrupted:
+                    self._run_step("report", "playbooks/report.yml", prepared.extravars)
+                progress.update(self._task, description="done")
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            self._progress = None
+        return self._finish()
+
+    def _finish(self) -> dict[str, Any]:
+        run_dir = self.prepared.run_dir
+        if not (run_dir / "run.json").is_file():
+            return {"run_id": self.prepared.run_id, "status": "failed", "cases": []}
+        return results.write_summary(run_dir)
+
+    def _interrupt(self, _signum, _frame) -> None:
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+        self.console.print("[yellow]interrupted: stopping the current step...[/yellow]")
+
+    def _report_failure(self, label: str, step: StepResult) -> None:
+        self.console.print(f"[red]{label}: {step.status}[/red]")
+        for line in step.failures[-5:]:
+            self.console.print(f"  {line}")
+
+
+def which_ansible() -> str | None:
+    """Path of ansible-playbook beside this Python, or on PATH."""
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    return str(beside) if beside.exists() else shutil.which("ansible-playbook")
+
+
+__all__ = ["ConfigError", "Prepared", "Wrapper", "prepare", "new_run_id", "which_ansible"]
