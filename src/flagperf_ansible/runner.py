@@ -9,7 +9,6 @@ current task; Ctrl-C cancels the step in flight and the summary of what ran is s
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -103,7 +102,7 @@ class Wrapper:
                 res = data.get("res") or {}
                 self._failures.append(f"{data.get('host', '?')}: {res.get('msg', '').strip()}")
         elif event.get("event") == "verbose" and "flagperf:" in (event.get("stdout") or ""):
-            self.console.log((event.get("stdout") or "").strip())
+            self.console.print((event.get("stdout") or "").strip())
         return True
 
     def _cancelled(self) -> bool:
@@ -114,7 +113,6 @@ class Wrapper:
 
         self._failures: list[str] = []
         project = self.prepared.project
-        binary = Path(sys.executable).parent / "ansible-playbook"
         env = {
             "ANSIBLE_CONFIG": str(project / "ansible.cfg"),
             "ANSIBLE_CALLBACK_PLUGINS": str(project / "callback_plugins"),
@@ -135,11 +133,16 @@ class Wrapper:
                 event_handler=self._on_event,
                 cancel_callback=self._cancelled,
             )
-            if binary.exists():
-                kwargs["binary"] = str(binary)
+            # ansible-runner finds ansible-playbook on PATH: prefer the one beside this Python.
+            os.environ["PATH"] = env["PATH"]
             thread, runner = ansible_runner.run_async(**kwargs)
             thread.join()
-            return StepResult(status=runner.status, rc=runner.rc or 0, failures=self._failures)
+            failures = self._failures
+            if runner.status != "successful" and not failures:
+                # No task failed: Ansible itself stopped (syntax, inventory); show its last words.
+                tail = [line for line in runner.stdout.read().splitlines() if line.strip()]
+                failures = tail[-5:]
+            return StepResult(status=runner.status, rc=runner.rc or 0, failures=failures)
 
     # the run ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -198,10 +201,4 @@ class Wrapper:
             self.console.print(f"  {line}")
 
 
-def which_ansible() -> str | None:
-    """Path of ansible-playbook beside this Python, or on PATH."""
-    beside = Path(sys.executable).parent / "ansible-playbook"
-    return str(beside) if beside.exists() else shutil.which("ansible-playbook")
-
-
-__all__ = ["ConfigError", "Prepared", "Wrapper", "prepare", "new_run_id", "which_ansible"]
+__all__ = ["ConfigError", "Prepared", "Wrapper", "prepare", "new_run_id"]

@@ -26,13 +26,22 @@ FIELDS = ("timestamp_ms", "cpu_percent", "mem_used_bytes", "mem_total_bytes", "m
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a running monitor: not gone, not a zombie, not a reused pid."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        return False
+    proc = Path(f"/proc/{pid}")
+    if not proc.is_dir():
+        return True  # no procfs: trust the signal check
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+    return state != "Z" and b"sys_monitor" in cmdline
 
 
 def _read_pid(path: Path) -> int | None:

@@ -1,0 +1,49 @@
+"""Shared fixtures: the checkout, a scratch copy of it for config-layering tests, digits data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+@pytest.fixture(scope="session")
+def project() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def scratch_project(tmp_path: Path) -> Path:
+    """A copy of the parts of the checkout that validation reads, free to edit."""
+    target = tmp_path / "project"
+    for part in ("benchmarks", "vendors", "roles/flagperf", "inventories/local"):
+        shutil.copytree(ROOT / part, target / part,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "site.yml", target / "site.yml")
+    return target
+
+
+@pytest.fixture(scope="session")
+def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The digits data set in the ImageNet folder layout (written once per session)."""
+    from flagperf_ansible.data import prepare_digits
+
+    target = tmp_path_factory.mktemp("data") / "digits"
+    prepare_digits(target)
+    return target
+
+
+@pytest.fixture
+def venv_env() -> dict[str, str]:
+    """Environment whose PATH finds this Python's ansible-playbook first."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
+    return env

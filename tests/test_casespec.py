@@ -1,0 +1,63 @@
+import pytest
+
+from flagperf_ansible.casespec import CaseSpec, parse_case_key, parse_case_spec
+from flagperf_ansible.errors import ConfigError
+
+
+def test_flagperf_key_and_mapping_give_the_same_spec():
+    from_key = parse_case_spec({"resnet50:pytorch:A100:2:8:3": "/data/imagenet"})
+    from_mapping = parse_case_spec({"model": "resnet50", "framework": "pytorch",
+                                    "hardware": "A100", "nnodes": 2, "nproc_per_node": 8,
+                                    "repeat": 3, "data_dir": "/data/imagenet"})
+    assert from_key == from_mapping
+    assert from_key.case_id == "resnet50-pytorch-A100x2x8"
+    assert from_key.hardware_config == "A100x2x8"
+
+
+def test_bare_key_has_no_data_dir_and_default_timeout():
+    spec = parse_case_spec("sleep:pytorch:cpu:1:1:2")
+    assert (spec.model, spec.nnodes, spec.nproc_per_node, spec.repeat) == ("sleep", 1, 1, 2)
+    assert spec.data_dir == "" and spec.timeout == 0
+
+
+@pytest.mark.parametrize("key, fragment", [
+    ("resnet50:pytorch:A100:1:8", "6 fields"),
+    ("resnet50:pytorch:A100:1:8:1:9", "6 fields"),
+    ("resnet50:pytorch:A100:one:8:1", "nnodes 'one' is not an integer"),
+])
+def test_malformed_keys(key, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        parse_case_key(key)
+
+
+@pytest.mark.parametrize("item, key, fragment", [
+    ("resnet50:pytorch:cpu:0:1:1", "flagperf_cases[0].nnodes", "greater than 0"),
+    ("resnet50:pytorch:cpu:1:1:-2", "flagperf_cases[0].repeat", "greater than 0"),
+    ({"model": "resnet50", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
+      "nproc_per_node": 1, "batch": 3}, "flagperf_cases[0].batch", "unknown key"),
+    ({"model": "resnet50", "framework": "pytorch", "hardware": "cpu", "nnodes": 1},
+     "flagperf_cases[0].nproc_per_node", "required key is missing"),
+    ({"model": "resnet50; rm -rf /", "framework": "pytorch", "hardware": "cpu",
+      "nnodes": 1, "nproc_per_node": 1}, "flagperf_cases[0].model", "not a safe name"),
+    ({"resnet50:pytorch:cpu:1:1:1": "../../etc"}, "flagperf_cases[0].data_dir",
+     "not a safe path"),
+    ({"resnet50:pytorch:cpu:1:1:1": "/data/$(reboot)"}, "flagperf_cases[0].data_dir",
+     "not a safe path"),
+    (42, "flagperf_cases[0]", "not int"),
+])
+def test_bad_specs_name_file_and_key(item, key, fragment):
+    with pytest.raises(ConfigError) as caught:
+        parse_case_spec(item, "group_vars/all.yml", "flagperf_cases[0]")
+    message = str(caught.value)
+    assert message.startswith(f"group_vars/all.yml: {key}: "), message
+    assert fragment in message
+    assert "\n" not in message
+
+
+def test_filter_plugin_exposes_the_same_parser():
+    from filter_plugins_loader import load_filters
+
+    filters = load_filters()
+    spec = filters["flagperf_case_spec"]("resnet50:pytorch:A100:1:8:1")
+    assert spec["case_id"] == "resnet50-pytorch-A100x1x8"
+    assert CaseSpec(**{k: v for k, v in spec.items() if k != "case_id"}).case_id == spec["case_id"]

@@ -1,0 +1,68 @@
+import io
+import json
+
+from driver import perflog as emitter
+from flagperf_ansible import perflog as parser
+
+# A FINISHED line of a real FlagPerf run (seed 000, CPM on A100 1x8).
+FLAGPERF_LINE = (
+    '[PerfLog] {"event": "FINISHED", "value": {"e2e_time": 1661.6114165782928, '
+    '"training_sequences_per_second": 579.0933420700227, "converged": true, '
+    '"final_loss": 3.066718101501465, "final_mlm_accuracy": 0.920166015625, '
+    '"raw_train_time": 1501.713, "init_time": 148.937}, "metadata": {"file": '
+    '"/workspace/flagperf/training/benchmarks/cpm/pytorch/run_pretraining.py", "lineno": 158, '
+    '"time_ms": 1669034171646, "rank": 0}}'
+)
+
+
+def test_emit_then_parse_round_trip(tmp_path):
+    stream = io.StringIO()
+    log = emitter.PerfLogger(rank=3, stream=stream)
+    log.log(emitter.INIT_START)
+    log.log(emitter.STEP_END, {"loss": 1.25, "global_steps": 7})
+    written = log.log(emitter.FINISHED, {"p_whole": 12.5, "converged": True, "nan": float("nan")})
+    path = tmp_path / "rank3.out.log"
+    path.write_text("some warning from torch\n" + stream.getvalue())
+
+    rank_log = parser.parse_rank_log(path)
+    assert rank_log.rank == 3
+    assert [e["event"] for e in rank_log.events] == ["INIT_START", "STEP_END", "FINISHED"]
+    assert rank_log.events[1]["value"] == {"loss": 1.25, "global_steps": 7}
+    assert rank_log.finished == {"p_whole": 12.5, "converged": True, "nan": None}
+    meta = rank_log.events[-1]["metadata"]
+    assert meta == written["metadata"]
+    assert meta["rank"] == 3 and meta["file"].endswith("test_perflog.py")
+    assert meta["time_ms"] > 1_600_000_000_000  # epoch milliseconds
+
+
+def test_events_without_value_omit_it():
+    stream = io.StringIO()
+    emitter.PerfLogger(stream=stream).log(emitter.TRAIN_START)
+    record = json.loads(stream.getvalue().removeprefix("[PerfLog] "))
+    assert "value" not in record and record["event"] == "TRAIN_START"
+
+
+def test_unknown_event_is_refused():
+    import pytest
+
+    with pytest.raises(ValueError, match="unknown PerfLog event"):
+        emitter.PerfLogger(stream=io.StringIO()).log("FINSHED")
+
+
+def test_flagperf_finished_keeps_keys_and_maps_aliases(tmp_path):
+    path = tmp_path / "rank0.out.log"
+    path.write_text("2022-11-21 20:36:21,400 [INFO] start\n" + FLAGPERF_LINE + "\n")
+    finished = parser.parse_rank_log(path).finished
+    assert finished["training_sequences_per_second"] == 579.0933420700227
+    assert finished["p_whole"] == 579.0933420700227
+    assert finished["final_mlm_accuracy"] == 0.920166015625
+
+
+def test_truncated_log_keeps_what_parsed(tmp_path):
+    path = tmp_path / "rank1.out.log"
+    path.write_text('[PerfLog] {"event": "INIT_START", "metadata": {"rank": 1}}\n'
+                    '[PerfLog] {"event": "STEP_END", "value": {"loss": 2.\n')
+    rank_log = parser.parse_rank_log(path)
+    assert [e["event"] for e in rank_log.events] == ["INIT_START"]
+    assert rank_log.bad_lines == 1
+    assert rank_log.finished is None

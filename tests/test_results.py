@@ -1,0 +1,109 @@
+"""round.json and summary files from real rank logs written by the driver."""
+
+import io
+import json
+
+import pytest
+
+from driver import perflog
+from driver.finished import RoundClock
+from flagperf_ansible.results import build_summary, finalize_round, round_status, write_run, \
+    write_summary
+
+
+def write_rank_log(node_dir, rank, converged=True, finish=True, p_whole=100.0):
+    node_dir.mkdir(parents=True, exist_ok=True)
+    stream = io.StringIO()
+    log = perflog.PerfLogger(rank=rank, stream=stream)
+    log.log(perflog.INIT_START)
+    log.log(perflog.TRAIN_START)
+    if finish:
+        log.log(perflog.FINISHED, {"e2e_time": 10.0, "p_whole": p_whole, "p_core": 2 * p_whole,
+                                   "converged": converged, "final_acc1": 93.0,
+                                   "target_acc1": 90.0})
+    (node_dir / f"rank{rank}.out.log").write_text(stream.getvalue())
+
+
+def record(run_dir, number, rc=0, timed_out=False, **extra):
+    return {"run_dir": str(run_dir), "key": f"c-pytorch-cpux1x1/round{number}",
+            "case_id": "c-pytorch-cpux1x1", "round": number, "metric": "acc1",
+            "hosts": [{"host": "h1", "noderank": 0, "rc": rc, "timed_out": timed_out}],
+            "config": {"lr": 0.1}, "overrides": {}, "started_ms": 1000, "ended_ms": 31000, **extra}
+
+
+@pytest.mark.parametrize("hosts, finished, expected", [
+    ([{"host": "a", "rc": 0}], {"converged": True}, "passed"),
+    ([{"host": "a", "rc": 0}], {"converged": False}, "failed"),
+    ([{"host": "a", "rc": 0}], None, "failed"),
+    ([{"host": "a", "rc": 0}, {"host": "b", "rc": 1}], {"converged": True}, "failed"),
+    ([{"host": "a", "rc": None}], {"converged": True}, "failed"),
+    ([{"host": "a", "rc": None, "timed_out": True}], None, "timeout"),
+])
+def test_round_status(hosts, finished, expected):
+    status, reason = round_status(hosts, finished)
+    assert status == expected
+    assert (reason == "") == (expected == "passed")
+
+
+def test_interrupted_round_is_marked():
+    assert round_status([{"host": "a", "rc": 0}], {"converged": True}, interrupted=True)[0] \
+        == "interrupted"
+
+
+def test_finalize_round_writes_round_json(tmp_path):
+    write_rank_log(tmp_path / "c-pytorch-cpux1x1/round1/h1_noderank0", 0)
+    write_rank_log(tmp_path / "c-pytorch-cpux1x1/round1/h1_noderank0", 1, p_whole=90.0)
+    document = finalize_round(record(tmp_path, 1))
+    on_disk = json.loads((tmp_path / "c-pytorch-cpux1x1/round1/round.json").read_text())
+    assert on_disk == document
+    assert document["status"] == "passed" and document["converged"] is True
+    assert document["finished"]["p_whole"] == 100.0           # rank 0 speaks for the round
+    assert document["ranks"]["1"]["p_whole"] == 90.0
+    assert document["wall_time"] == 30.0
+    assert document["nodes"][0]["files"] == ["rank0.out.log", "rank1.out.log"]
+    assert document["config"] == {"lr": 0.1}
+
+
+def test_crashed_rank_gives_a_failed_round_that_keeps_its_logs(tmp_path):
+    node = tmp_path / "c-pytorch-cpux1x1/round1/h1_noderank0"
+    write_rank_log(node, 0, finish=False)
+    document = finalize_round(record(tmp_path, 1, rc=1))
+    assert document["status"] == "failed" and "h1 (exit 1)" in document["reason"]
+    assert document["failed_hosts"] == ["h1"]
+    assert (node / "rank0.out.log").is_file()
+
+
+def test_summary_over_rounds(tmp_path):
+    plan = {"vendor": "cpu", "runtime": "none", "cases": [
+        {"case_id": "c-pytorch-cpux1x1", "metric": "acc1", "diagnostic": False,
+         "spec": {"repeat": 3}}]}
+    write_run(tmp_path, plan, {})
+    for number, p_whole in ((1, 100.0), (2, 110.0)):
+        write_rank_log(tmp_path / f"c-pytorch-cpux1x1/round{number}/h1_noderank0", 0,
+                       p_whole=p_whole)
+        finalize_round(record(tmp_path, number))
+    summary = build_summary(tmp_path)
+    case = summary["cases"][0]
+    assert case["missing_rounds"] == [3]                     # planned but never ran
+    assert summary["status"] == "failed" and case["status"] == "failed"
+    assert case["stats"]["p_whole"] == pytest.approx(
+        {"n": 2, "mean": 105.0, "std": 7.0710678, "min": 100.0, "max": 110.0})
+
+    write_rank_log(tmp_path / "c-pytorch-cpux1x1/round3/h1_noderank0", 0, p_whole=105.0)
+    finalize_round(record(tmp_path, 3))
+    summary = write_summary(tmp_path)
+    assert summary["status"] == "passed"
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "| 3 | passed | yes | 93 | 10 | 105 | 210 |" in markdown
+    assert "| mean |  |  | 93 | 10 | 105 | 210 |" in markdown
+
+
+def test_round_clock_figures():
+    clock = RoundClock()
+    clock.train_start, clock.train_end = 100.0, 110.0
+    clock.eval_time, clock.compute_time = 2.0, 5.0
+    figures = clock.finished(400, True, final_acc1=91.0)
+    assert figures["raw_train_time"] == 10.0 and figures["train_no_eval_time"] == 8.0
+    assert (figures["p_whole"], figures["p_train"], figures["p_core"]) == (40.0, 50.0, 80.0)
+    assert figures["converged"] is True and figures["final_acc1"] == 91.0
