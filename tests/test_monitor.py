@@ -80,3 +80,13 @@ def test_stale_pid_file_after_a_crash_is_replaced(tmp_path):
     restarted = monitor("start", tmp_path)
     assert restarted.returncode == 0 and "started" in restarted.stdout
     monitor("stop", tmp_path)
+
+
+def test_monitor_ends_by_itself_after_max_seconds(tmp_path):
+    assert monitor("start", tmp_path, "--interval", "0.1", "--max-seconds", "0.5").returncode == 0
+    pid = int((tmp_path / "sys_monitor.pid").read_text())
+    deadline = time.time() + 10
+    while alive(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid)
+    assert not (tmp_path / "sys_monitor.pid").exists()

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """System monitor for one host and one round: samples CPU and memory with psutil into a CSV.
 
-    sys_monitor.py start --output-dir DIR [--interval 1.0]   # detach, write DIR/sys_monitor.pid
+    sys_monitor.py start --output-dir DIR [--interval 1.0] [--max-seconds S]
+                                          # detach, write DIR/sys_monitor.pid
     sys_monitor.py stop  --output-dir DIR [--grace 5]        # stop it, remove the pid file
 
 CSV ``DIR/sys_monitor.csv``: ``timestamp_ms`` (wall clock, epoch ms, as PerfLog ``time_ms``),
 ``cpu_percent`` (all cores, % of total capacity), ``mem_used_bytes``, ``mem_total_bytes``,
 ``mem_percent``. The pid file lives in the round's own folder, so two runs never collide.
 ``start`` is idempotent (a live monitor for DIR is kept); ``stop`` always leaves none behind.
+``--max-seconds`` bounds its life, so a monitor whose run was killed before ``stop`` still ends.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
-def sample_loop(output_dir: Path, interval: float) -> None:
+def sample_loop(output_dir: Path, interval: float, max_seconds: float) -> None:
     import psutil
 
     stop = False
@@ -70,7 +72,8 @@ def sample_loop(output_dir: Path, interval: float) -> None:
         if new:
             writer.writerow(FIELDS)
         next_at = time.monotonic()
-        while not stop:
+        end_at = next_at + max_seconds
+        while not stop and time.monotonic() < end_at:
             next_at += interval
             delay = next_at - time.monotonic()
             if delay > 0:
@@ -83,7 +86,7 @@ def sample_loop(output_dir: Path, interval: float) -> None:
             handle.flush()
 
 
-def start(output_dir: Path, interval: float) -> int:
+def start(output_dir: Path, interval: float, max_seconds: float) -> int:
     output_dir.mkdir(parents=True, exist_ok=True)
     pid_path = output_dir / PID_FILE
     pid = _read_pid(pid_path)
@@ -117,7 +120,7 @@ def start(output_dir: Path, interval: float) -> int:
     tmp.write_text(f"{os.getpid()}\n")
     os.replace(tmp, pid_path)
     try:
-        sample_loop(output_dir, interval)
+        sample_loop(output_dir, interval, max_seconds)
     finally:
         if _read_pid(pid_path) == os.getpid():
             pid_path.unlink(missing_ok=True)
@@ -147,10 +150,12 @@ def main() -> int:
     parser.add_argument("action", choices=("start", "stop"))
     parser.add_argument("--output-dir", required=True, type=Path)
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument("--max-seconds", type=float, default=86400.0,
+                        help="stop by itself after this long")
     parser.add_argument("--grace", type=float, default=5.0, help="seconds before SIGKILL")
     args = parser.parse_args()
     if args.action == "start":
-        return start(args.output_dir, args.interval)
+        return start(args.output_dir, args.interval, args.max_seconds)
     return stop(args.output_dir, args.grace)
 
 
