@@ -16,6 +16,7 @@ from ansible.errors import AnsibleFilterError
 from flagperf_ansible.casespec import parse_case_spec
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.inventory import load_inventory
+from flagperf_ansible.launch import container_name, image_tag, launch_argv, launch_env
 from flagperf_ansible.plan import build_plan
 
 DOCUMENTATION = """
@@ -70,20 +71,49 @@ def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
 
 
 def flagperf_round_hosts(hosts, hostvars):
-    """``[{host, noderank, rc, timed_out}]`` of a round from each host's ``launch_outcome``
+    """``[{host, noderank, rc, timed_out}]`` of a round from each host's ``launch_outcome`` or
+    ``container_outcome``
     (``rc`` None where the host never reported, e.g. it became unreachable)."""
     rows = []
     for noderank, host in enumerate(hosts):
-        outcome = hostvars[host].get("launch_outcome") or {}
+        outcome = hostvars[host].get("launch_outcome") or hostvars[host].get("container_outcome") or {}
         rows.append({"host": host, "noderank": noderank, "rc": outcome.get("rc"),
                      "timed_out": bool(outcome.get("timed_out", False))})
     return rows
+
+
+def flagperf_launch_argv(round_, noderank, python, root, output_dir, data_dir, master_port):
+    """argv of one node of a round (see ``flagperf_ansible.launch.launch_argv``)."""
+    return launch_argv(_plain(round_), int(noderank), str(python), str(root), str(output_dir),
+                       str(data_dir), int(master_port))
+
+
+def flagperf_launch_env(round_, noderank, master_port, extra=None):
+    """Environment of one node of a round (see ``flagperf_ansible.launch.launch_env``)."""
+    return launch_env(_plain(round_), int(noderank), int(master_port), _plain(extra or {}))
+
+
+def flagperf_image_tag(framework, project_dir, vendor, inputs=None):
+    """Content-hash tag of ``vendors/<vendor>/docker_image/<framework>/`` and ``inputs``."""
+    try:
+        return image_tag(Path(project_dir), str(vendor), str(framework), _plain(inputs or {}))
+    except FileNotFoundError as err:
+        raise AnsibleFilterError(str(err)) from None
+
+
+def flagperf_container_name(round_, run_id, noderank):
+    """Container name unique per run, round and node."""
+    return container_name(str(run_id), str(round_["case_id"]), int(round_["round"]), int(noderank))
 
 
 class FilterModule:
     def filters(self):
         return {
             "flagperf_case_spec": flagperf_case_spec,
+            "flagperf_launch_argv": flagperf_launch_argv,
+            "flagperf_launch_env": flagperf_launch_env,
+            "flagperf_image_tag": flagperf_image_tag,
+            "flagperf_container_name": flagperf_container_name,
             "flagperf_plan": flagperf_plan,
             "flagperf_round_hosts": flagperf_round_hosts,
         }

@@ -7,16 +7,19 @@ checked the same way. Both run on the controller before any host is touched.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flagperf_ansible.cases import effective_config, load_case
+from flagperf_ansible.cases import effective_config, load_case, read_yaml
 from flagperf_ansible.casespec import CaseSpec, check_name, check_path, parse_case_spec
 from flagperf_ansible.errors import ConfigError, raise_first
+from flagperf_ansible.launch import image_tag
 
-RUNTIMES = ("none",)
+RUNTIMES = ("none", "docker")
+IMAGE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?$")
 
 
 def _templated(value: str) -> bool:
@@ -30,7 +33,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     flagperf_vendor: str
-    flagperf_container_runtime: Literal["none"]
+    flagperf_container_runtime: Literal["none", "docker"]
     flagperf_results_dir: str
     flagperf_clear_caches: bool
     flagperf_master_port: int = Field(ge=1024, le=65535)
@@ -39,6 +42,13 @@ class Settings(BaseModel):
     flagperf_workdir: str
     flagperf_python: str
     flagperf_monitor_interval: float = Field(gt=0, le=3600)
+    flagperf_env: dict[str, str | int | float] = {}
+    flagperf_known_hosts_file: str
+    flagperf_ssh_public_key: str
+    flagperf_ssh_mesh: bool
+    flagperf_base_image: str
+    flagperf_image_wheels: list[str]
+    flagperf_pip_ca_bundle: str
     flagperf_run_id: str = ""
     flagperf_select: str = ""
 
@@ -48,6 +58,26 @@ class Settings(BaseModel):
     @classmethod
     def _paths(cls, value: str) -> str:
         return value if _templated(value) else check_path(value)
+
+    @field_validator("flagperf_image_wheels")
+    @classmethod
+    def _wheels(cls, value: list[str]) -> list[str]:
+        return [v if _templated(v) else check_path(v) for v in value]
+
+    @field_validator("flagperf_env")
+    @classmethod
+    def _env(cls, value: dict) -> dict:
+        for key in value:
+            if not str(key).replace("_", "a").isalnum() or str(key)[0].isdigit():
+                raise ValueError(f"{key!r} is not an environment variable name")
+        return value
+
+    @field_validator("flagperf_base_image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not _templated(value) and not IMAGE_PATTERN.match(value):
+            raise ValueError(f"{value!r} is not an image reference")
+        return value
 
     @field_validator("flagperf_workdir")
     @classmethod
@@ -130,6 +160,14 @@ def build_plan(
             if err.source:
                 raise
             raise ConfigError(err.message, source, key) from None
+        if parsed.flagperf_container_runtime == "docker":
+            try:
+                image_tag(project, parsed.flagperf_vendor, spec.framework, {})
+            except FileNotFoundError:
+                raise ConfigError(
+                    f"vendor {parsed.flagperf_vendor} has no image for framework {spec.framework} "
+                    f"(vendors/{parsed.flagperf_vendor}/docker_image/{spec.framework}/Dockerfile)",
+                    source, key) from None
         if spec.case_id in seen:
             raise ConfigError(f"case {spec.case_id} is listed twice", source, key)
         seen.add(spec.case_id)
@@ -169,8 +207,20 @@ def build_plan(
     results_dir = Path(parsed.flagperf_results_dir)
     if not results_dir.is_absolute() and not _templated(parsed.flagperf_results_dir):
         results_dir = project / results_dir
+    vendor_def = read_yaml(vendor_dir / "vendor.yml", project) or {}
+    images = {}
+    if parsed.flagperf_container_runtime == "docker":
+        inputs = {"base_image": parsed.flagperf_base_image,
+                  "wheels": sorted(Path(w).name for w in parsed.flagperf_image_wheels)}
+        for framework in sorted({c["spec"]["framework"] for c in cases}):
+            name = f"flagperf-{parsed.flagperf_vendor}-{framework}"
+            images[framework] = {
+                "name": name, "framework": framework,
+                "tag": image_tag(project, parsed.flagperf_vendor, framework, inputs)}
     return {
         "vendor": parsed.flagperf_vendor,
+        "container": vendor_def.get("container") or {},
+        "images": images,
         "runtime": parsed.flagperf_container_runtime,
         "results_dir": str(results_dir),
         "cases": cases,

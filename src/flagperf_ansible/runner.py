@@ -1,6 +1,6 @@
 """The wrapper: runs the playbooks through ansible-runner one step at a time.
 
-Steps: ``playbooks/preflight.yml``, then ``playbooks/rounds.yml`` once per case round
+Steps: ``playbooks/preflight.yml``, ``playbooks/prepare.yml``, then ``playbooks/rounds.yml`` once per case round
 (``flagperf_select``), then ``playbooks/report.yml``: the same playbooks ``site.yml`` imports,
 so both entry points write the same results. A rich progress bar shows the case, round and
 current task; Ctrl-C cancels the step in flight and the summary of what ran is still written.
@@ -162,6 +162,12 @@ class Wrapper:
                 step = self._run_step("preflight", "playbooks/preflight.yml", prepared.extravars)
                 if step.status != "successful":
                     self._report_failure("preflight", step)
+                    return self._finish()
+                self._label = "prepare"
+                progress.update(self._task, description="prepare")
+                step = self._run_step("prepare", "playbooks/prepare.yml", prepared.extravars)
+                if step.status != "successful":
+                    self._report_failure("prepare", step)
                     return self._finish()
                 for item in rounds:
                     if self.interrupted:

@@ -1,0 +1,218 @@
+"""A real test cluster on one machine: sshd hosts on loopback addresses, a Docker engine, a
+locally made base image, a non-root ssh user. Needs root (to start sshd and add the user).
+
+    python tests/loopback_cluster.py up STATE_DIR [--hosts N]   # prints the inventory path
+
+Hosts ``node1..N`` listen on ``127.0.0.2..N+1`` port 2222 with their own host keys; Ansible
+reaches them over real SSH with a generated key as user ``flagperf-ci`` (in group ``docker``, no
+sudo). The base image ``flagperf-base:bookworm`` is debootstrapped once and cached under
+``/var/cache/flagperf`` (no registry is reachable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+USER = "flagperf-ci"
+PORT = 2222
+BASE_IMAGE = "flagperf-base:bookworm"
+CACHE = Path("/var/cache/flagperf")
+SHARED = Path("/var/tmp/flagperf-ci")
+
+
+def run(*argv: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)
+
+
+def problems() -> list[str]:
+    """What this machine lacks for the cluster (empty when it can run)."""
+    found = []
+    if os.geteuid() != 0:
+        found.append("not root")
+    if not Path("/usr/sbin/sshd").exists():
+        found.append("no /usr/sbin/sshd (openssh-server)")
+    if shutil.which("docker") is None or subprocess.run(
+            ["docker", "info"], capture_output=True).returncode != 0:
+        found.append("no running Docker engine")
+    return found
+
+
+def ensure_user() -> pwd.struct_passwd:
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        run("useradd", "--create-home", "--shell", "/bin/bash", "--groups", "docker", USER)
+    # '*': no password login, but not a locked account (sshd without PAM refuses locked ones).
+    run("usermod", "--password", "*", USER)
+    return pwd.getpwnam(USER)
+
+
+def ensure_base_image() -> None:
+    """``flagperf-base:bookworm``: Debian bookworm minbase with python3, venv and CA certificates."""
+    if subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True).returncode == 0:
+        return
+    rootfs = CACHE / "rootfs-bookworm"
+    if not (rootfs / "usr/bin/python3").exists():
+        shutil.rmtree(rootfs, ignore_errors=True)
+        rootfs.parent.mkdir(parents=True, exist_ok=True)
+        run("debootstrap", "--variant=minbase",
+            "--include=python3,python3-venv,python3-pip,ca-certificates", "bookworm", str(rootfs))
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run(["docker", "import", "-", BASE_IMAGE], stdin=tar.stdout, check=True,
+                   capture_output=True)
+    tar.wait()
+
+
+def wait_port(address: str, port: int, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex((address, port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"sshd on {address}:{port} did not start")
+
+
+@dataclass
+class Cluster:
+    state: Path
+    hosts: dict[str, str]                 # name -> address
+    inventory: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
+    """Start ``count`` sshd hosts and write an inventory for them under ``state``."""
+    state.mkdir(parents=True, exist_ok=True)
+    user = ensure_user()
+    ensure_base_image()
+
+    client_key = state / "client_ed25519"
+    if not client_key.exists():
+        run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flagperf-ci-controller",
+            "-f", str(client_key))
+    ssh_dir = Path(user.pw_dir) / ".ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    authorized = ssh_dir / "authorized_keys"
+    public = (state / "client_ed25519.pub").read_text()
+    if public not in (authorized.read_text() if authorized.exists() else ""):
+        with open(authorized, "a") as handle:
+            handle.write(public)
+    for path in (ssh_dir, authorized):
+        os.chown(path, user.pw_uid, user.pw_gid)
+    authorized.chmod(0o600)
+    Path("/run/sshd").mkdir(exist_ok=True)
+
+    hosts = {f"node{i + 1}": f"127.0.0.{i + 2}" for i in range(count)}
+    processes = []
+    for name, address in hosts.items():
+        host_key = state / f"{name}_host_ed25519"
+        if not host_key.exists():
+            run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key))
+        processes.append(subprocess.Popen(
+            ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null",
+             "-o", f"ListenAddress={address}:{PORT}", "-o", f"HostKey={host_key}",
+             "-o", "PidFile=none", "-o", "PasswordAuthentication=no",
+             "-o", "KbdInteractiveAuthentication=no", "-o", "UsePAM=no",
+             "-o", "PermitRootLogin=no", "-o", f"AllowUsers={USER}",
+             "-o", "AuthorizedKeysFile=.ssh/authorized_keys", "-o", "MaxStartups=100"],
+            stdout=subprocess.DEVNULL, stderr=open(state / f"{name}_sshd.log", "a")))
+    cluster = Cluster(state=state, hosts=hosts, inventory=state / "inventory",
+                      processes=processes)
+    try:
+        for address in hosts.values():
+            wait_port(address, PORT)
+    except RuntimeError:
+        cluster.stop()
+        raise
+
+    data = SHARED / "data" / "digits"
+    if not (data / "val" / ".complete").exists():
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        from flagperf_ansible.data import prepare_digits
+
+        prepare_digits(data)
+    run("chmod", "-R", "a+rX", str(SHARED))
+
+    wheels = sorted(str(p) for p in Path("/opt/wheels").glob("torch-2.13.0*.whl"))
+    home = Path(user.pw_dir)
+    known_hosts = state / "known_hosts"
+    known_hosts.touch()
+    inventory = cluster.inventory
+    (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
+    (inventory / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"flagperf_hosts": {
+        "hosts": {name: {"ansible_host": address, "ansible_port": PORT}
+                  for name, address in hosts.items()},
+        "vars": {
+            "ansible_user": USER,
+            "ansible_ssh_private_key_file": str(client_key),
+            "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts}",
+            "ansible_python_interpreter": "/usr/bin/python3",
+        }}}}}, sort_keys=False))
+    group_vars = {
+        "flagperf_vendor": "cpu",
+        "flagperf_container_runtime": "docker",
+        "flagperf_root": f"{home}/flagperf",
+        "flagperf_workdir": f"{home}/work",
+        "flagperf_python": "/usr/bin/python3",
+        "flagperf_known_hosts_file": str(known_hosts),
+        "flagperf_ssh_public_key": public.strip(),
+        "flagperf_image_wheels": wheels,
+        "flagperf_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt",
+        "flagperf_env": {"GLOO_SOCKET_IFNAME": "lo"},
+        "flagperf_master_port": 29611,
+        "flagperf_cases": [{"model": "resnet50", "framework": "pytorch", "hardware": "cpu",
+                            "nnodes": 2, "nproc_per_node": 1, "repeat": 1,
+                            "data_dir": str(data), "timeout": 1200}],
+        **(settings or {}),
+    }
+    (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars, sort_keys=False))
+    return cluster
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["up"])
+    parser.add_argument("state", type=Path)
+    parser.add_argument("--hosts", type=int, default=2)
+    args = parser.parse_args()
+    missing = problems()
+    if missing:
+        print("cannot start the cluster: " + "; ".join(missing), file=sys.stderr)
+        return 2
+    cluster = start(args.state.resolve(), args.hosts)
+    print(cluster.inventory)
+    print("sshd running; Ctrl-C stops them", file=sys.stderr)
+    try:
+        while all(p.poll() is None for p in cluster.processes):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
