@@ -1,6 +1,9 @@
-"""The system monitor script, run for real: start, idempotent start, stop, crashed owner."""
+"""The monitor daemon, run for real: start, idempotent start, stop, a monitor killed with
+SIGKILL (reported as died in round.json), a crashed case, max-seconds, FlagPerf-style scripts."""
 
 import csv
+import io
+import json
 import os
 import signal
 import subprocess
@@ -8,7 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "roles/monitor/files/sys_monitor.py"
+from driver import perflog
+from flagperf_ansible.results import finalize_round
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "roles/monitor/files/sys_monitor.py"
+CPU_PLUGIN = str(ROOT / "vendors/cpu/monitor.py")
 
 
 def monitor(action, out, *extra):
@@ -49,6 +57,11 @@ def test_start_sample_stop(tmp_path):
     assert stamps == sorted(stamps) and abs(stamps[-1] / 1000 - time.time()) < 5
     assert all(int(r["mem_used_bytes"]) > 0 for r in rows)   # FlagPerf's `free -g` read 0 here
     assert all(0.0 <= float(r["cpu_percent"]) <= 100.0 for r in rows)
+    assert json.loads((tmp_path / "monitor.json").read_text())["status"] == "stopped"
+    with open(tmp_path / "cpu_cores.csv", newline="") as handle:
+        cores = list(csv.DictReader(handle))
+    assert [int(r["timestamp_ms"]) for r in cores] == stamps   # streams share their ticks
+    assert len(cores[0]) == 1 + os.cpu_count()
 
 
 def test_stop_without_a_monitor_succeeds(tmp_path):
@@ -76,7 +89,7 @@ def test_stale_pid_file_after_a_crash_is_replaced(tmp_path):
     while alive(pid) and time.time() < deadline:
         time.sleep(0.05)
     (tmp_path / "sys_monitor.pid").write_text(f"{pid}\n")
-    assert "not running" in monitor("stop", tmp_path).stdout
+    assert "had died" in monitor("stop", tmp_path).stdout
     restarted = monitor("start", tmp_path)
     assert restarted.returncode == 0 and "started" in restarted.stdout
     monitor("stop", tmp_path)
@@ -90,3 +103,118 @@ def test_monitor_ends_by_itself_after_max_seconds(tmp_path):
         time.sleep(0.1)
     assert not alive(pid)
     assert not (tmp_path / "sys_monitor.pid").exists()
+
+
+def kill_and_reap(pid):
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 5
+    while alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
+
+
+def round_with_rank_log(run_dir):
+    """A round's node dir and the rank 0 PerfLog (TRAIN_START logged now) to finish later."""
+    node = run_dir / "c-pytorch-cpux1x1/round1/h1_noderank0"
+    node.mkdir(parents=True)
+    stream = io.StringIO()
+    log = perflog.PerfLogger(rank=0, stream=stream)
+    log.log(perflog.TRAIN_START)
+    return node, stream, log
+
+
+def finish_rank_log(node, stream, log, train_end=True):
+    if train_end:
+        log.log(perflog.TRAIN_END)
+        log.log(perflog.FINISHED, {"num_trained_samples": 64, "converged": True})
+    (node / "rank0.out.log").write_text(stream.getvalue())
+
+
+def record(run_dir, rc=0):
+    return {"run_dir": str(run_dir), "key": "c-pytorch-cpux1x1/round1",
+            "case_id": "c-pytorch-cpux1x1", "round": 1, "metric": "acc1",
+            "hosts": [{"host": "h1", "noderank": 0, "rc": rc, "timed_out": False}],
+            "started_ms": int(time.time() * 1000) - 5000, "ended_ms": int(time.time() * 1000)}
+
+
+def test_monitor_killed_mid_round_is_reported_as_died(tmp_path):
+    node, stream, log = round_with_rank_log(tmp_path)
+    assert monitor("start", node, "--interval", "0.1", "--vendor-plugin", CPU_PLUGIN).returncode == 0
+    pid = int((node / "sys_monitor.pid").read_text())
+    time.sleep(0.4)
+    kill_and_reap(pid)                           # the monitor crashes; the round goes on
+    time.sleep(0.2)
+    finish_rank_log(node, stream, log)
+    stopped = monitor("stop", node)
+    assert stopped.returncode == 0 and "had died" in stopped.stdout
+    assert not alive(pid) and not (node / "sys_monitor.pid").exists()
+    info = json.loads((node / "monitor.json").read_text())
+    assert info["status"] == "died" and str(pid) in info["detail"]
+
+    document = finalize_round(record(tmp_path))
+    assert document["monitor"]["status"] == "died"
+    assert document["monitor"]["nodes"]["h1_noderank0"]["status"] == "died"
+    assert json.loads((tmp_path / "c-pytorch-cpux1x1/round1/round.json").read_text())[
+        "monitor"]["status"] == "died"
+
+
+def test_crashed_case_still_gets_its_monitor_stopped_and_summarized(tmp_path):
+    node, stream, log = round_with_rank_log(tmp_path)
+    assert monitor("start", node, "--interval", "0.1", "--vendor-plugin", CPU_PLUGIN).returncode == 0
+    pid = int((node / "sys_monitor.pid").read_text())
+    time.sleep(0.5)
+    finish_rank_log(node, stream, log, train_end=False)   # the case crashed after TRAIN_START
+    stopped = monitor("stop", node)
+    assert stopped.returncode == 0 and f"stopped (pid {pid})" in stopped.stdout
+    assert not alive(pid)
+    document = finalize_round(record(tmp_path, rc=1))
+    assert document["status"] == "failed"
+    summary = document["monitor"]
+    assert summary["status"] == "ok" and summary["window"]["source"] == "round"
+    node_summary = summary["nodes"]["h1_noderank0"]
+    assert node_summary["samples"] >= 3 and node_summary["devices"]["vendor"] == "cpu"
+    assert summary["overall"]["energy_per_sample_j"] is None
+
+
+def test_expired_monitor_is_reported_as_died(tmp_path):
+    node, stream, log = round_with_rank_log(tmp_path)
+    assert monitor("start", node, "--interval", "0.1", "--max-seconds", "0.3").returncode == 0
+    pid = int((node / "sys_monitor.pid").read_text())
+    deadline = time.time() + 10
+    while alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
+    finish_rank_log(node, stream, log)
+    assert "not running (expired)" in monitor("stop", node).stdout
+    assert finalize_round(record(tmp_path))["monitor"]["status"] == "died"
+
+
+def test_missing_plugin_leaves_host_sampling_on(tmp_path):
+    assert monitor("start", tmp_path, "--interval", "0.1",
+                   "--vendor-plugin", str(tmp_path / "nope.py")).returncode == 0
+    time.sleep(0.3)
+    monitor("stop", tmp_path)
+    info = json.loads((tmp_path / "monitor.json").read_text())
+    assert "no vendor plugin" in info["device_error"] and info["status"] == "stopped"
+    assert not (tmp_path / "device_monitor.csv").exists()
+    assert len((tmp_path / "sys_monitor.csv").read_text().splitlines()) >= 2
+
+
+FLAGPERF_STYLE_SCRIPT = """
+import argparse, time
+parser = argparse.ArgumentParser()
+parser.add_argument("-o", "--operation", required=True)
+parser.add_argument("-l", "--log", default="./logs/")
+args = parser.parse_args()
+with open(args.log + "/fake_monitor.ops", "a") as handle:
+    handle.write(args.operation + "\\n")
+"""
+
+
+def test_flagperf_style_vendor_script_plugs_in_unchanged(tmp_path):
+    script = tmp_path / "fake_monitor.py"
+    script.write_text(FLAGPERF_STYLE_SCRIPT)
+    out = tmp_path / "node"
+    assert monitor("start", out, "--vendor-script", str(script)).returncode == 0
+    assert monitor("stop", out, "--vendor-script", str(script)).returncode == 0
+    assert (out / "fake_monitor.ops").read_text().split() == ["start", "stop"]
+    info = json.loads((out / "monitor.json").read_text())
+    assert info["vendor_script"]["start"] == "ok" and info["vendor_script_stop"]["stop"] == "ok"

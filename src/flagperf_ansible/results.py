@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flagperf_ansible.monitoring import summarize_round
 from flagperf_ansible.perflog import find_rank_logs, parse_rank_log
 from flagperf_ansible.stats import describe, numeric_fields
 
@@ -85,13 +86,17 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         The round document written (see DESIGN.md; schema in ``schemas/round.schema.json``).
+        Its ``monitor`` key is ``monitoring.summarize_round``: per node and overall, the
+        monitors' status (a monitor that died says so), utilisation, memory, power, energy.
     """
     round_dir = Path(record["run_dir"]) / record["key"]
     ranks: dict[str, Any] = {}
     bad_lines = 0
+    events_by_rank = []
     for path in find_rank_logs(round_dir):
         log = parse_rank_log(path)
         bad_lines += log.bad_lines
+        events_by_rank.append(log.events)
         if log.rank is not None:
             ranks[str(log.rank)] = log.finished
     finished = ranks.get("0")
@@ -124,6 +129,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         "nodes": nodes,
         "config": record.get("config") or {},
         "overrides": record.get("overrides") or {},
+        "monitor": summarize_round(round_dir, [n["dir"] for n in nodes], events_by_rank,
+                                   finished, ended),
     }
     write_json(round_dir / "round.json", document)
     return document

@@ -1,0 +1,101 @@
+"""Round monitor summaries from monitor CSVs written here: energy, energy per sample, coverage,
+a stream that stops early. The rows are synthetic (exact figures to check the formulas)."""
+
+import csv
+import json
+
+import pytest
+
+from flagperf_ansible.monitoring import integrate_energy, summarize_round, train_window
+
+SYS = ["timestamp_ms", "cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "mem_percent",
+       "disk_read_Bps", "disk_write_Bps", "net_recv_Bps", "net_sent_Bps", "host_power_w"]
+DEV = ["timestamp_ms", "index", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w",
+       "temp_c", "clock_mhz"]
+T0 = 1_700_000_000_000
+
+
+def write(path, header, rows):
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def node(round_dir, name, seconds, device_power, host_power="", status="stopped"):
+    """A node dir sampled every second from T0 over ``seconds`` s, two devices."""
+    path = round_dir / name
+    path.mkdir(parents=True)
+    stamps = [T0 + 1000 * i for i in range(seconds + 1)]
+    write(path / "sys_monitor.csv", SYS,
+          [[t, 50.0, 1.0, 4e9 + i, 8e9, 50.0, 0, 0, 0, 0, host_power] for i, t in enumerate(stamps)])
+    write(path / "device_monitor.csv", DEV,
+          [[t, d, 90.0 + d, 1e9 * (d + 1), 8e10, device_power, 60, 1980]
+           for t in stamps for d in (0, 1)])
+    (path / "monitor.json").write_text(json.dumps({
+        "status": status, "interval_s": 1.0, "host_power_source": "ipmi" if host_power else
+        "not available", "stopped_ms": stamps[-1] + 500,
+        "device_info": {"vendor": "nvidia", "devices": [{"index": 0, "name": "H100"},
+                                                         {"index": 1, "name": "H100"}]}}))
+
+
+def events(start_ms, end_ms):
+    return [{"event": "TRAIN_START", "metadata": {"time_ms": start_ms}},
+            {"event": "TRAIN_END", "metadata": {"time_ms": end_ms}}]
+
+
+def test_trapezoid_energy_with_interpolated_ends():
+    assert integrate_energy([(0, 300.0), (1000, 300.0), (2000, 300.0)], 0, 2000, 0) == 600.0
+    # Ramp 100 -> 300 W over 2 s; window 0.5..1.5 s: mean 200 W for 1 s.
+    assert integrate_energy([(0, 100.0), (1000, 200.0), (2000, 300.0)], 500, 1500, 0) == \
+        pytest.approx(200.0)
+    assert integrate_energy([(1500, 100.0)], 0, 2000, 1000) is None   # does not cover the start
+
+
+def test_train_window_spans_all_ranks():
+    assert train_window([events(T0 + 2000, T0 + 8000), events(T0 + 1900, T0 + 8100)]) == \
+        (T0 + 1900, T0 + 8100)
+    assert train_window([[{"event": "TRAIN_START", "metadata": {"time_ms": 5}}]]) == (5, None)
+
+
+def test_energy_per_sample_over_two_nodes(tmp_path):
+    node(tmp_path, "a_noderank0", 10, 500.0, host_power=1000.0)
+    node(tmp_path, "b_noderank1", 10, 250.0, host_power=1000.0)
+    summary = summarize_round(tmp_path, ["a_noderank0", "b_noderank1"],
+                              [events(T0 + 2000, T0 + 6000)], {"num_trained_samples": 1000})
+    assert summary["status"] == "ok" and summary["window"]["source"] == "perflog"
+    a = summary["nodes"]["a_noderank0"]
+    assert a["covers_train"] and a["devices"]["energy_j"] == pytest.approx(2 * 500 * 4)
+    assert a["devices"]["per_device"][1]["util_percent_mean"] == 91.0
+    overall = summary["overall"]
+    # 4 devices: 2 x 500 W + 2 x 250 W = 1500 W over 4 s = 6000 J, for 1000 samples.
+    assert overall["device_power_w_mean"] == 1500.0
+    assert overall["device_energy_j"] == pytest.approx(6000.0)
+    assert overall["energy_per_sample_j"] == pytest.approx(6.0)
+    assert overall["host_energy_per_sample_j"] == pytest.approx(2 * 1000 * 4 / 1000)
+    assert overall["device_mem_used_peak_bytes"] == 2_000_000_000
+
+
+def test_unknown_power_gives_no_energy_and_says_not_available(tmp_path):
+    node(tmp_path, "a_noderank0", 5, "")
+    summary = summarize_round(tmp_path, ["a_noderank0"], [events(T0 + 1000, T0 + 4000)],
+                              {"num_trained_samples": 10})
+    assert summary["nodes"]["a_noderank0"]["host_power"] == "not available"
+    assert summary["overall"]["energy_per_sample_j"] is None
+    assert summary["overall"]["host_power"] == "not available"
+
+
+def test_stream_that_ends_long_before_the_round_is_a_dead_monitor(tmp_path):
+    node(tmp_path, "a_noderank0", 3, 100.0)            # samples stop at T0 + 3 s
+    info = json.loads((tmp_path / "a_noderank0/monitor.json").read_text())
+    info["stopped_ms"] = T0 + 60_000                   # ...but the monitor was stopped at 60 s
+    (tmp_path / "a_noderank0/monitor.json").write_text(json.dumps(info))
+    summary = summarize_round(tmp_path, ["a_noderank0"], [events(T0, T0 + 50_000)], None)
+    assert summary["status"] == "died"
+    assert "before the round did" in summary["nodes"]["a_noderank0"]["detail"]
+    assert not summary["nodes"]["a_noderank0"]["covers_train"]
+
+
+def test_node_without_monitor_files_is_missing(tmp_path):
+    (tmp_path / "a_noderank0").mkdir()
+    assert summarize_round(tmp_path, ["a_noderank0"], [], None)["status"] == "missing"
