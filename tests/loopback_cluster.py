@@ -180,7 +180,8 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
         "flagperf_ssh_public_key": public.strip(),
         "flagperf_image_wheels": wheels,
         "flagperf_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt",
-        "flagperf_env": {"GLOO_SOCKET_IFNAME": "lo"},
+        # All hosts share this machine's cores: one compute thread per host process.
+        "flagperf_env": {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": 1},
         "flagperf_master_port": 29611,
         "flagperf_cases": [{"model": "resnet50", "framework": "pytorch", "hardware": "cpu",
                             "nnodes": 2, "nproc_per_node": 1, "repeat": 1,

@@ -15,7 +15,7 @@ GOOD_CASE = {"model": "resnet50", "framework": "pytorch", "hardware": "cpu", "nn
 
 def write_inventory(root, settings, hosts=("localhost",)):
     inventory = root / "inv"
-    (inventory / "group_vars").mkdir(parents=True)
+    (inventory / "group_vars").mkdir(parents=True, exist_ok=True)
     (inventory / "hosts.yml").write_text(yaml.safe_dump(
         {"all": {"children": {"flagperf_hosts": {"hosts": {h: {} for h in hosts}}}}}))
     (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(settings))
@@ -62,6 +62,10 @@ def test_local_inventory_plans_two_resnet50_rounds(project):
     ({"flagperf_cases": [GOOD_CASE, GOOD_CASE]}, "all.yml: flagperf_cases[1]", "listed twice"),
     ({"flagperf_cases": [{**GOOD_CASE, "timeout": -5}]}, "all.yml: flagperf_cases[0].timeout",
      "greater than or equal to 0"),
+    ({"flagperf_env": {"NCCL DEBUG": 1}}, "all.yml: flagperf_env", "not an environment variable"),
+    ({"flagperf_base_image": "Debian 12"}, "all.yml: flagperf_base_image", "not an image reference"),
+    ({"flagperf_image_wheels": ["/opt/w/x.whl;id"]}, "all.yml: flagperf_image_wheels",
+     "not a safe path"),
     ({"flagperf_cases": [{**GOOD_CASE, "nproc_per_node": 0}]},
      "all.yml: flagperf_cases[0].nproc_per_node", "greater than 0"),
 ])
@@ -133,3 +137,19 @@ def test_validate_command_accepts_the_local_inventory(project):
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
     assert "2 round(s): resnet50-pytorch-cpux1x1" in done.stdout
+
+
+def test_docker_runtime_needs_the_vendor_image_definition(scratch_project):
+    import shutil
+
+    plan = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE],
+                                      "flagperf_container_runtime": "docker"})
+    image = plan["images"]["pytorch"]
+    assert image["name"] == "flagperf-cpu-pytorch" and len(image["tag"]) == 16
+    assert plan["container"]["privileged"] is False
+
+    shutil.rmtree(scratch_project / "vendors/cpu/docker_image")
+    with pytest.raises(ConfigError, match=r"all.yml: flagperf_cases\[0\]: vendor cpu has no image "
+                                          r"for framework pytorch"):
+        plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE],
+                                   "flagperf_container_runtime": "docker"})

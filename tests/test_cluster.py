@@ -1,0 +1,97 @@
+"""Two hosts for real: sshd on 127.0.0.2-3, a Docker engine, the cpu vendor's image, a
+non-root ssh user; resnet50 across both hosts (1 process each, gloo) through site.yml and
+through the wrapper."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+import loopback_cluster
+from flagperf_ansible.launch import image_tag
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    missing = loopback_cluster.problems()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide the test cluster: " + "; ".join(missing))
+        pytest.skip("no test cluster here: " + "; ".join(missing))
+    running = loopback_cluster.start(tmp_path_factory.mktemp("cluster"), count=2)
+    yield running
+    running.stop()
+
+
+def left_behind(run_id: str) -> tuple[list[str], list[int]]:
+    """Containers and monitor processes of ``run_id`` still on the (shared) machine."""
+    names = subprocess.run(["docker", "ps", "-a", "--filter", f"name=flagperf-{run_id}",
+                            "--format", "{{.Names}}"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    monitors = [p.pid for p in psutil.process_iter(["cmdline"])
+                if any("sys_monitor" in a for a in p.info["cmdline"] or [])
+                and any(run_id in a for a in p.info["cmdline"] or [])]
+    return names, monitors
+
+
+def check_two_host_round(results: Path) -> dict:
+    (run_dir,) = [p for p in results.iterdir() if p.name.startswith("run")]
+    round_dir = run_dir / "resnet50-pytorch-cpux2x1" / "round1"
+    document = json.loads((round_dir / "round.json").read_text())
+    assert document["status"] == "passed", document["reason"]
+    assert document["finished"]["converged"] is True
+    assert document["finished"]["world_size"] == 2
+    for rank, node in enumerate(("node1_noderank0", "node2_noderank1")):
+        log = (round_dir / node / f"rank{rank}.out.log").read_text()
+        assert '"event": "FINISHED"' in log
+        samples = (round_dir / node / "sys_monitor.csv").read_text().splitlines()
+        assert len(samples) > 10
+    assert set(document["ranks"]) == {"0", "1"}
+    assert left_behind(run_dir.name) == ([], [])
+    return document
+
+
+def test_two_host_round_through_site_yml(cluster, project, tmp_path, venv_env):
+    done = subprocess.run(["ansible-playbook", "site.yml", "-i", str(cluster.inventory),
+                           "-e", f"flagperf_results_dir={tmp_path}"],
+                          cwd=project, capture_output=True, text=True, env=venv_env, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:]
+    document = check_two_host_round(tmp_path)
+    print(f"site.yml: 2-host round wall {document['wall_time']:.1f} s, "
+          f"e2e_time {document['finished']['e2e_time']:.1f} s")
+
+
+def test_two_host_round_through_the_wrapper(cluster, project, tmp_path, venv_env):
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "run", "-i",
+                           str(cluster.inventory), "--results-dir", str(tmp_path)],
+                          cwd=project, capture_output=True, text=True, env=venv_env, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    check_two_host_round(tmp_path)
+
+
+def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path, venv_env):
+    """A second prepare finds the image by its content-hash tag and builds nothing; a changed
+    definition file or base image gives another tag (so it would be built)."""
+    done = subprocess.run(["ansible-playbook", "playbooks/prepare.yml", "-i", str(cluster.inventory)],
+                          cwd=project, capture_output=True, text=True, env=venv_env, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "TASK [image_build : Build it]" not in done.stdout
+    assert "TASK [image_build : Look for the image]" in done.stdout
+
+    vendor = tmp_path / "vendors/cpu/docker_image/pytorch"
+    vendor.mkdir(parents=True)
+    for path in (project / "vendors/cpu/docker_image/pytorch").iterdir():
+        (vendor / path.name).write_bytes(path.read_bytes())
+    inputs = {"base_image": "flagperf-base:bookworm", "wheels": []}
+    before = image_tag(tmp_path, "cpu", "pytorch", inputs)
+    assert image_tag(tmp_path, "cpu", "pytorch", inputs) == before
+    (vendor / "requirements.txt").write_text((vendor / "requirements.txt").read_text() + "tqdm\n")
+    changed = image_tag(tmp_path, "cpu", "pytorch", inputs)
+    assert changed != before
+    assert image_tag(tmp_path, "cpu", "pytorch", {**inputs, "base_image": "debian:12"}) != changed
