@@ -18,7 +18,6 @@ from flagperf_ansible.casespec import CaseSpec, check_name, check_path, parse_ca
 from flagperf_ansible.errors import ConfigError, raise_first
 from flagperf_ansible.launch import image_tag
 
-RUNTIMES = ("none", "docker")
 IMAGE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?$")
 
 
@@ -228,4 +227,4 @@ def build_plan(
     }
 
 
-__all__ = ["RUNTIMES", "Settings", "build_plan", "round_key", "CaseSpec"]
+__all__ = ["Settings", "build_plan", "round_key", "CaseSpec"]
