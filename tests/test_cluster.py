@@ -78,11 +78,24 @@ def test_two_host_round_through_the_wrapper(cluster, project, tmp_path, venv_env
 def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path, venv_env):
     """A second prepare finds the image by its content-hash tag and builds nothing; a changed
     definition file or base image gives another tag (so it would be built)."""
-    done = subprocess.run(["ansible-playbook", "playbooks/prepare.yml", "-i", str(cluster.inventory)],
-                          cwd=project, capture_output=True, text=True, env=venv_env, timeout=1800)
-    assert done.returncode == 0, done.stdout[-4000:]
-    assert "TASK [image_build : Build it]" not in done.stdout
-    assert "TASK [image_build : Look for the image]" in done.stdout
+    def images():
+        listed = subprocess.run(["docker", "images", "flagperf-cpu-pytorch", "--format",
+                                 "{{.Tag}} {{.ID}} {{.CreatedAt}}"],
+                                capture_output=True, text=True, check=True).stdout
+        return sorted(listed.splitlines())
+
+    def prepare():
+        done = subprocess.run(["ansible-playbook", "playbooks/prepare.yml", "-i",
+                               str(cluster.inventory)], cwd=project, capture_output=True,
+                              text=True, env=venv_env, timeout=1800)
+        assert done.returncode == 0, done.stdout[-4000:]
+        return done.stdout
+
+    prepare()                                    # builds it if no earlier test did
+    before = images()
+    output = prepare()
+    assert images() == before and len(before) >= 1
+    assert "skipping: [node1]" in output.split("TASK [image_build : Build it]")[1].split("TASK")[0]
 
     vendor = tmp_path / "vendors/cpu/docker_image/pytorch"
     vendor.mkdir(parents=True)
