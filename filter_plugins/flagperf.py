@@ -17,6 +17,7 @@ from flagperf_ansible.casespec import parse_case_spec
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.inventory import load_inventory
 from flagperf_ansible.plan import build_plan
+from flagperf_ansible.results import node_dir_name
 
 DOCUMENTATION = """
 name: flagperf
@@ -80,10 +81,16 @@ def flagperf_round_hosts(hosts, hostvars):
     return rows
 
 
+def flagperf_node_dir(host, noderank, mask=False):
+    """A node's round folder name: ``<host>_noderank<i>``, or ``host<i>_noderank<i>`` masked."""
+    return node_dir_name(str(host), int(noderank), bool(mask))
+
+
 class FilterModule:
     def filters(self):
         return {
             "flagperf_case_spec": flagperf_case_spec,
             "flagperf_plan": flagperf_plan,
             "flagperf_round_hosts": flagperf_round_hosts,
+            "flagperf_node_dir": flagperf_node_dir,
         }

@@ -15,7 +15,8 @@ def test_describe_matches_the_standard_library():
 
 
 def test_single_value_has_zero_spread():
-    assert describe([3.0]) == {"n": 1, "mean": 3.0, "std": 0.0, "min": 3.0, "max": 3.0}
+    assert describe([3.0]) == {"n": 1, "mean": 3.0, "std": 0.0, "cv": 0.0, "min": 3.0,
+                               "max": 3.0, "olympic_mean": None}
 
 
 def test_empty_is_an_error():
