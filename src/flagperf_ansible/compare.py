@@ -147,7 +147,7 @@ def print_comparison(result: dict[str, Any], console: Any, all_figures: bool = F
     for name in ("case", "figure", "n A/B", "mean A", "mean B", "change %", "p (Welch)",
                  "verdict"):
         table.add_column(name, justify="left" if name in ("case", "figure", "verdict")
-                         else "right")
+                         else "right", overflow="fold")
     styles = {"regression": "red", "improvement": "green"}
     for row in result["rows"]:
         if row["direction"] == 0 and not all_figures:

@@ -86,7 +86,8 @@ def git_commit(project: Path) -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    # Untracked files count: a new vendor override changes results as much as an edit.
+    status = git("status", "--porcelain") if commit else None
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
