@@ -44,7 +44,8 @@ class CallbackModule(CallbackBase):
         try:
             if "flagperf_run" in data:
                 record = data["flagperf_run"]
-                results.write_run(Path(record["run_dir"]), record["plan"], record.get("extra", {}))
+                results.write_run(Path(record["run_dir"]), record["plan"], record.get("extra", {}),
+                                  Path(__file__).resolve().parents[1])
             if "flagperf_round" in data:
                 document = results.finalize_round(data["flagperf_round"])
                 self._display.display(

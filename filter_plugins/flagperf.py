@@ -18,6 +18,7 @@ from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.inventory import load_inventory
 from flagperf_ansible.launch import container_name, image_tag, launch_argv, launch_env
 from flagperf_ansible.plan import build_plan
+from flagperf_ansible.results import node_dir_name
 
 DOCUMENTATION = """
 name: flagperf
@@ -106,6 +107,11 @@ def flagperf_container_name(round_, run_id, noderank):
     return container_name(str(run_id), str(round_["case_id"]), int(round_["round"]), int(noderank))
 
 
+def flagperf_node_dir(host, noderank, mask=False):
+    """A node's round folder name: ``<host>_noderank<i>``, or ``host<i>_noderank<i>`` masked."""
+    return node_dir_name(str(host), int(noderank), bool(mask))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -116,4 +122,5 @@ class FilterModule:
             "flagperf_container_name": flagperf_container_name,
             "flagperf_plan": flagperf_plan,
             "flagperf_round_hosts": flagperf_round_hosts,
+            "flagperf_node_dir": flagperf_node_dir,
         }

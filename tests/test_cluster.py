@@ -102,9 +102,9 @@ def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path
     for path in (project / "vendors/cpu/docker_image/pytorch").iterdir():
         (vendor / path.name).write_bytes(path.read_bytes())
     inputs = {"base_image": "flagperf-base:bookworm", "wheels": []}
-    before = image_tag(tmp_path, "cpu", "pytorch", inputs)
-    assert image_tag(tmp_path, "cpu", "pytorch", inputs) == before
+    tag = image_tag(tmp_path, "cpu", "pytorch", inputs)
+    assert image_tag(tmp_path, "cpu", "pytorch", inputs) == tag
     (vendor / "requirements.txt").write_text((vendor / "requirements.txt").read_text() + "tqdm\n")
     changed = image_tag(tmp_path, "cpu", "pytorch", inputs)
-    assert changed != before
+    assert changed != tag
     assert image_tag(tmp_path, "cpu", "pytorch", {**inputs, "base_image": "debian:12"}) != changed

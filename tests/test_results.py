@@ -87,7 +87,8 @@ def test_summary_over_rounds(tmp_path):
     assert case["missing_rounds"] == [3]                     # planned but never ran
     assert summary["status"] == "failed" and case["status"] == "failed"
     assert case["stats"]["p_whole"] == pytest.approx(
-        {"n": 2, "mean": 105.0, "std": 7.0710678, "min": 100.0, "max": 110.0})
+        {"n": 2, "mean": 105.0, "std": 7.0710678, "cv": 7.0710678 / 105.0, "min": 100.0,
+         "max": 110.0, "olympic_mean": None})
 
     write_rank_log(tmp_path / "c-pytorch-cpux1x1/round3/h1_noderank0", 0, p_whole=105.0)
     finalize_round(record(tmp_path, 3))
@@ -95,8 +96,8 @@ def test_summary_over_rounds(tmp_path):
     assert summary["status"] == "passed"
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     markdown = (tmp_path / "summary.md").read_text()
-    assert "| 3 | passed | yes | 93 | 10 | 105 | 210 |" in markdown
-    assert "| mean |  |  | 93 | 10 | 105 | 210 |" in markdown
+    assert "| 3 | passed | yes | 93 | 10 | 105 | 210 | - |" in markdown
+    assert "| mean |  |  | 93 | 10 | 105 | 210 | - |" in markdown
 
 
 def test_round_clock_figures():

@@ -20,6 +20,7 @@ import yaml
 
 from flagperf_ansible.casespec import CaseSpec
 from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.mfu import check_case_flops
 
 LAUNCHERS = ("torchrun", "python")
 
@@ -39,6 +40,10 @@ class CaseDef:
     needs_data: bool
     diagnostic: bool = False
     mutable: tuple[str, ...] = field(default=())
+    #: Training FLOPs per sample and their source (``flagperf_ansible.mfu``), or None.
+    flops: dict[str, Any] | None = None
+    #: Case ``precision`` value -> datasheet precision of the peak it runs at (amp -> bf16).
+    precision_peak: dict[str, str] = field(default_factory=dict)
 
 
 def read_yaml(path: Path, project: Path | None = None) -> Any:
@@ -83,8 +88,10 @@ def load_case(project: Path, model: str, framework: str) -> CaseDef:
             needs_data=bool(data.get("needs_data", True)),
             diagnostic=bool(data.get("diagnostic", False)),
             mutable=tuple(standard.get("mutable", ())),
+            flops=check_case_flops(data.get("flops_per_sample"), shown),
+            precision_peak={str(k): str(v) for k, v in (data.get("precision_peak") or {}).items()},
         )
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ConfigError(f"missing or bad key {err}", shown) from None
     if case.launcher not in LAUNCHERS:
         raise ConfigError(f"launcher must be one of {', '.join(LAUNCHERS)}", shown, "launcher")

@@ -1,7 +1,7 @@
 """Command line: ``flagperf-ansible`` / ``python -m flagperf_ansible``.
 
-Exit status: 0 when every round passed (or the command succeeded), 1 when a round failed,
-2 on bad input (one line naming the file and key), 130 when interrupted.
+Exit status: 0 when every case passed (or the command succeeded), 1 when a case failed or
+``compare`` found a significant regression, 2 on bad input (one line naming the file and key), 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -31,8 +31,22 @@ def _parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check the inventory and cases; touch no host")
     validate.add_argument("-i", "--inventory", required=True)
 
-    summarize = sub.add_parser("summarize", help="rebuild summary.json/summary.md of a run")
+    summarize = sub.add_parser(
+        "summarize", help="(re)write summary.json/.md/.html of a run, or of a FlagPerf results "
+                          "folder (<case>/round<k>/<ip>_noderank<i>/rank<R>.out.log)")
     summarize.add_argument("run_dir", type=Path)
+
+    compare = sub.add_parser("compare", help="compare run B with baseline run A (Welch's t-test)")
+    compare.add_argument("run_a", type=Path, help="baseline run folder")
+    compare.add_argument("run_b", type=Path, help="run folder to judge")
+    compare.add_argument("--tolerance", type=float, default=5.0, metavar="PCT",
+                         help="a significant change worse than PCT %% is a regression "
+                              "(default 5)")
+    compare.add_argument("--alpha", type=float, default=0.05,
+                         help="significance level of Welch's t-test (default 0.05)")
+    compare.add_argument("--all", action="store_true",
+                         help="also show figures that are not judged (targets, counts)")
+    compare.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON")
 
     sub.add_parser("cases", help="list the standard cases")
 
@@ -84,11 +98,33 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from flagperf_ansible.report import print_summary
     from flagperf_ansible.results import write_summary
 
+    from flagperf_ansible.results import is_flagperf_layout
+
     if not args.run_dir.is_dir():
         raise ConfigError("no such run folder", str(args.run_dir))
+    if not ((args.run_dir / "run.json").is_file() or is_flagperf_layout(args.run_dir)
+            or any(args.run_dir.glob("*/round*/round.json"))):
+        raise ConfigError("neither a flagperf-ansible run (run.json) nor a FlagPerf results "
+                          "folder (<case>/round<k>/<ip>_noderank<i>/rank<R>.out.log)",
+                          str(args.run_dir))
     summary = write_summary(args.run_dir)
     print_summary(summary, _console())
     return EXIT_OK if summary["status"] == "passed" else EXIT_FAILED
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from flagperf_ansible.compare import compare_runs, print_comparison
+    from flagperf_ansible.results import write_json
+
+    if args.tolerance < 0:
+        raise ConfigError("must be 0 or more", "command line", "--tolerance")
+    if not 0 < args.alpha < 1:
+        raise ConfigError("must be between 0 and 1", "command line", "--alpha")
+    result = compare_runs(args.run_a, args.run_b, args.tolerance, args.alpha)
+    print_comparison(result, _console(), args.all)
+    if args.json:
+        write_json(args.json, result)
+    return EXIT_FAILED if result["regressions"] else EXIT_OK
 
 
 def cmd_cases(_args: argparse.Namespace) -> int:
@@ -110,6 +146,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "validate": cmd_validate, "summarize": cmd_summarize,
+            "compare": cmd_compare,
             "cases": cmd_cases, "data": cmd_data}
 
 

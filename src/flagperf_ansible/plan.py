@@ -17,6 +17,7 @@ from flagperf_ansible.cases import effective_config, load_case, read_yaml
 from flagperf_ansible.casespec import CaseSpec, check_name, check_path, parse_case_spec
 from flagperf_ansible.errors import ConfigError, raise_first
 from flagperf_ansible.launch import image_tag
+from flagperf_ansible.mfu import load_peaks, mfu_basis
 
 IMAGE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?$")
 
@@ -48,6 +49,7 @@ class Settings(BaseModel):
     flagperf_base_image: str
     flagperf_image_wheels: list[str]
     flagperf_pip_ca_bundle: str
+    flagperf_mask_hosts: bool = False
     flagperf_run_id: str = ""
     flagperf_select: str = ""
 
@@ -125,7 +127,9 @@ def build_plan(
         ``{"vendor", "runtime", "results_dir", "cases": [...], "rounds": [...]}`` where each
         round is ``{"key", "case_id", "round", "model", "framework", "hosts", "master_addr",
         "nnodes", "nproc_per_node", "launcher", "entry", "timeout", "data_dir", "config",
-        "overrides", "metric", "diagnostic"}``.
+        "overrides", "metric", "diagnostic", "mfu_basis"}``; ``"hosts"`` lists
+        ``{host, address, label}`` per benchmark host and ``"mask_hosts"`` says whether
+        documents show ``label`` (``host<i>``) instead of names and addresses.
 
     Raises:
         ConfigError: the first problem found, naming its file and key.
@@ -145,6 +149,7 @@ def build_plan(
         raise ConfigError(f"no vendor {parsed.flagperf_vendor!r} (known: {known})",
                           origin("flagperf_vendor"), "flagperf_vendor")
 
+    peaks = load_peaks(project, parsed.flagperf_vendor)
     source = origin("flagperf_cases")
     cases: list[dict[str, Any]] = []
     rounds: list[dict[str, Any]] = []
@@ -198,6 +203,8 @@ def build_plan(
                 "overrides": overrides,
                 "metric": case.metric,
                 "diagnostic": case.diagnostic,
+                "mfu_basis": mfu_basis(case.flops, case.precision_peak, config, peaks,
+                                       spec.hardware, spec.nnodes * spec.nproc_per_node),
             })
     if parsed.flagperf_select and parsed.flagperf_select not in {r["key"] for r in rounds}:
         raise ConfigError(f"no round {parsed.flagperf_select!r} in this plan",
@@ -224,6 +231,9 @@ def build_plan(
         "results_dir": str(results_dir),
         "cases": cases,
         "rounds": rounds,
+        "hosts": [{"host": h, "address": str(addresses.get(h, h)), "label": f"host{i}"}
+                  for i, h in enumerate(hosts)],
+        "mask_hosts": parsed.flagperf_mask_hosts,
     }
 
 

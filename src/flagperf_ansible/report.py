@@ -1,11 +1,25 @@
-"""Human-readable summaries: Markdown (summary.md) and a rich table for the terminal."""
+"""Human-readable summaries: Markdown (summary.md), a self-contained HTML page with plots
+(summary.html) and a rich table for the terminal."""
 
 from __future__ import annotations
 
+import base64
+import csv
+import html
+import io
+from pathlib import Path
 from typing import Any
 
-FIGURES = ("e2e_time", "p_whole", "p_core")
-STAT_ROWS = ("mean", "std", "min", "max")
+from flagperf_ansible.perflog import parse_rank_log
+
+FIGURES = ("e2e_time", "p_whole", "p_core", "mfu")
+STAT_COLUMNS = ("n", "mean", "std", "cv", "min", "max", "olympic_mean")
+THROUGHPUTS = ("p_whole", "p_train", "p_core")
+#: PerfLog events drawn on monitor timelines: (event, colour, line style).
+PHASE_MARKS = (("TRAIN_START", "tab:green", "-"), ("TRAIN_END", "tab:red", "-"),
+               ("EVALUATE", "tab:gray", ":"))
+UNITS = ("times in s; p_whole, p_train, p_core in samples/s; mfu a fraction of the peak "
+         "FLOP/s (see README, MFU); cv = std / mean.")
 
 
 def _fmt(value: Any) -> str:
@@ -18,48 +32,117 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _figure(item: dict[str, Any], name: str) -> Any:
+    finished = item.get("finished") or {}
+    if name == "mfu" and "mfu" not in finished:
+        return (item.get("mfu") or {}).get("value")
+    return finished.get(name)
+
+
 def case_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of one case: a row per round, then mean/std/min/max across rounds.
+    """Header and rows of one case: a row per round, then each statistic across rounds.
 
     Columns: round, status, converged, ``final_<metric>``, e2e_time (s), p_whole and p_core
-    (samples/s). Statistics cover the rounds that passed.
+    (samples/s), mfu (fraction). Statistics cover the rounds that passed.
     """
     final = f"final_{case.get('metric') or 'metric'}"
     columns = [final, *FIGURES]
     header = ["round", "status", "converged", *columns]
     rows = []
     for item in case["rounds"]:
-        finished = item.get("finished") or {}
         rows.append([str(item["round"]), item["status"], _fmt(item.get("converged")),
-                     *(_fmt(finished.get(c)) for c in columns)])
+                     *(_fmt(_figure(item, c)) for c in columns)])
     for missing in case.get("missing_rounds", []):
         rows.append([str(missing), "missing", "-", *("-" for _ in columns)])
     stats = case.get("stats") or {}
     if stats:
-        for name in STAT_ROWS:
+        for name in STAT_COLUMNS[1:]:
             rows.append([name, "", "", *(_fmt((stats.get(c) or {}).get(name)) for c in columns)])
     return header, rows
 
 
+def stats_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Every numeric figure's statistics over the passed rounds: a row per figure."""
+    header = ["figure", *STAT_COLUMNS]
+    rows = [[name, *(_fmt(values.get(c)) for c in STAT_COLUMNS)]
+            for name, values in (case.get("stats") or {}).items()]
+    return header, rows
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+            + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _mfu_note(case: dict[str, Any]) -> str:
+    basis = next((r.get("mfu") for r in case["rounds"] if r.get("mfu")), None)
+    if not basis:
+        return ""
+    if basis.get("computed_by") == "case":
+        return "MFU: emitted by the case in FINISHED."
+    if basis.get("reason"):
+        return f"MFU: not reported: {basis['reason']}."
+    return (f"MFU = {basis['throughput']} x {basis['flops_per_sample']:.4g} FLOPs/sample "
+            f"({basis['flops_source']}) / ({basis['devices']} x "
+            f"{basis['peak_flops_per_device']:.4g} {basis['precision']} FLOP/s, "
+            f"{basis['peak_source']}).")
+
+
+def _host_line(case: dict[str, Any]) -> str:
+    for item in case["rounds"]:
+        for node in item.get("nodes") or []:
+            info = node.get("sys_info") or {}
+            if info:
+                cpu = info.get("cpu") or {}
+                acc = info.get("accelerators") or {}
+                devices = acc.get("devices") or []
+                acc_text = (f"{len(devices)} x {devices[0].get('name')} "
+                            f"(driver {devices[0].get('driver')})" if devices
+                            else "accelerators: " + str(acc.get("reason") or "none"))
+                memory = (info.get("memory") or {}).get("total_bytes") or 0
+                return (f"{node['dir']}: {cpu.get('model')}, {cpu.get('logical_cores')} cores, "
+                        f"{memory / 2**30:.1f} GiB, kernel {info.get('kernel')}, {acc_text}")
+    return ""
+
+
+def _provenance_lines(summary: dict[str, Any]) -> list[str]:
+    prov = summary.get("provenance") or {}
+    if not prov:
+        return []
+    git = prov.get("git") or {}
+    versions = ", ".join(f"{k} {v}" for k, v in (prov.get("versions") or {}).items() if v)
+    dirty = " (uncommitted changes)" if git.get("dirty") else ""
+    return [f"Commit `{git.get('commit')}`{dirty}; command `{prov.get('command')}`.", "",
+            f"Controller versions: {versions}.", ""]
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
-    """The run summary as Markdown: one table per case."""
+    """The run summary as Markdown: per case, a table per round and one of statistics."""
     lines = [f"# Run {summary['run_id']}: {summary['status']}", ""]
     if summary.get("vendor"):
         lines += [f"Vendor: `{summary['vendor']}`", ""]
+    lines += _provenance_lines(summary)
     for case in summary["cases"]:
         label = " (diagnostic, not a benchmark result)" if case.get("diagnostic") else ""
         lines += [f"## {case['case_id']}: {case['status']}{label}", "",
                   f"{case['rounds_passed']} round(s) passed, "
-                  f"{case['rounds_converged']} converged.", ""]
-        header, rows = case_table(case)
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "|".join("---" for _ in header) + "|")
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
+                  f"{case['rounds_converged']} converged of {case.get('rounds_planned', '?')} "
+                  f"planned; pass rule: {case.get('pass_rule', 'all rounds converged')}.", ""]
+        host = _host_line(case)
+        if host:
+            lines += [f"Host: {host}", ""]
+        lines += _markdown_table(*case_table(case))
         failed = [r for r in case["rounds"] if r["status"] != "passed"]
         for item in failed:
             lines.append(f"\nRound {item['round']}: {item['status']}: {item.get('reason', '')}")
+        if case.get("stats"):
+            lines += ["", "Statistics over the passed rounds:", ""]
+            lines += _markdown_table(*stats_table(case))
+        note = _mfu_note(case)
+        if note:
+            lines += ["", note]
         lines.append("")
-    lines.append("e2e_time in s; p_whole, p_core in samples/s (see DESIGN.md, PerfLog).")
+    lines.append(UNITS)
     return "\n".join(lines) + "\n"
 
 
@@ -77,3 +160,135 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
             table.add_row(*row)
         console.print(table)
     console.print(f"run {summary['run_id']}: {summary['status']}")
+
+
+# HTML -------------------------------------------------------------------------------------
+def _png(fig: Any) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def read_monitor_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
+    """A monitor CSV (first column ``timestamp_ms``) as ``(times_ms, {column: values})``:
+    the numeric columns only (a column with any non-number is left out)."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle))
+    if len(rows) < 2 or rows[0][0] != "timestamp_ms":
+        return [], {}
+    header, data = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    columns: dict[str, list[float]] = {}
+    for index, name in enumerate(header):
+        try:
+            columns[name] = [float(r[index]) for r in data]
+        except ValueError:
+            continue
+    times = columns.pop("timestamp_ms", [])
+    return times, columns
+
+
+def _throughput_plot(case: dict[str, Any]) -> str | None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    drawn = False
+    for name in THROUGHPUTS:
+        points = [(r["round"], (r.get("finished") or {}).get(name)) for r in case["rounds"]]
+        points = [(x, y) for x, y in points if isinstance(y, (int, float))]
+        if points:
+            ax.plot(*zip(*points), marker="o", label=name)
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("round")
+    ax.set_ylabel("samples/s")
+    ax.set_title(f"{case['case_id']}: throughput per round")
+    ax.legend()
+    return _png(fig)
+
+
+def _timeline_plot(node_dir: Path, title: str) -> str | None:
+    """Every numeric monitor column of a node over time, PerfLog phases marked."""
+    import matplotlib.pyplot as plt
+
+    series = []
+    for path in sorted(node_dir.glob("*.csv")):
+        times, columns = read_monitor_csv(path)
+        series += [(f"{path.stem}: {name}", times, values) for name, values in columns.items()]
+    if not series:
+        return None
+    start = min(t[0] for _, t, _ in series if t)
+    events = []
+    logs = sorted(node_dir.glob("rank*.out.log"))
+    if logs:
+        for event in parse_rank_log(logs[0]).events:
+            time_ms = (event.get("metadata") or {}).get("time_ms")
+            if isinstance(time_ms, (int, float)):
+                events.append((event.get("event"), (time_ms - start) / 1000.0))
+    fig, axes = plt.subplots(len(series), 1, figsize=(7, 1.6 * len(series)), sharex=True,
+                             squeeze=False)
+    for ax, (name, times, values) in zip(axes[:, 0], series):
+        ax.plot([(t - start) / 1000.0 for t in times], values, lw=1)
+        ax.set_ylabel(name, fontsize=7, rotation=0, ha="right")
+        for event, colour, style in PHASE_MARKS:
+            for seen, at in events:
+                if seen == event:
+                    ax.axvline(at, color=colour, ls=style, lw=0.8)
+    axes[-1, 0].set_xlabel("s since the first monitor sample "
+                           "(green TRAIN_START, red TRAIN_END, dotted EVALUATE)")
+    axes[0, 0].set_title(title)
+    return _png(fig)
+
+
+def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
+    """A self-contained HTML page (plots embedded as base64 PNG, made with matplotlib):
+    per case the tables of summary.md, throughput per round, and each round's monitor
+    timelines per node with PerfLog TRAIN_START/TRAIN_END/EVALUATE marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    parts = [f"<h1>Run {html.escape(summary['run_id'])}: {html.escape(summary['status'])}</h1>"]
+    parts += [f"<p>{html.escape(line)}</p>" for line in _provenance_lines(summary) if line]
+    for case in summary["cases"]:
+        label = " (diagnostic, not a benchmark result)" if case.get("diagnostic") else ""
+        parts.append(f"<h2>{html.escape(case['case_id'])}: {html.escape(case['status'])}"
+                     f"{label}</h2>")
+        parts.append(f"<p>pass rule: {html.escape(case.get('pass_rule', ''))}</p>")
+        host = _host_line(case)
+        if host:
+            parts.append(f"<p>Host: {html.escape(host)}</p>")
+        parts.append(_html_table(*case_table(case)))
+        if case.get("stats"):
+            parts.append("<h3>Statistics over the passed rounds</h3>")
+            parts.append(_html_table(*stats_table(case)))
+        note = _mfu_note(case)
+        if note:
+            parts.append(f"<p>{html.escape(note)}</p>")
+        image = _throughput_plot(case)
+        if image:
+            parts.append(f'<img alt="throughput per round" src="data:image/png;base64,{image}">')
+        for item in case["rounds"]:
+            for node in item.get("nodes") or []:
+                node_dir = run_dir / case["case_id"] / f"round{item['round']}" / node["dir"]
+                image = _timeline_plot(node_dir, f"round {item['round']}, {node['dir']}")
+                if image:
+                    parts.append(f'<img alt="monitor timeline round {item["round"]}" '
+                                 f'src="data:image/png;base64,{image}">')
+    parts.append(f"<p>{html.escape(UNITS)}</p>")
+    style = ("body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:"
+             "collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
+             "text-align:right}img{display:block;margin:0.5em 0}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>flagperf-ansible "
+            f"{html.escape(summary['run_id'])}</title><style>{style}</style></head><body>"
+            + "\n".join(parts) + "</body></html>\n")

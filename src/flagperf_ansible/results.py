@@ -3,13 +3,18 @@
 ::
 
     <results_dir>/<run_id>/
-      run.json  summary.json  summary.md
+      run.json  summary.json  summary.md  summary.html
       <case_id>/round<k>/
         round.json
-        <host>_noderank<i>/   rank<R>.out.log, monitor files, launcher.log, config.yaml
+        <host>_noderank<i>/   rank<R>.out.log, monitor files, launcher.log, config.yaml,
+                              sys_info.json
 
 Every JSON file is written atomically (temporary file, then rename), so a reader never sees
-half a file and an interrupted run keeps what it had.
+half a file and an interrupted run keeps what it had. JSON Schemas of round.json and
+summary.json are in ``schemas/``.
+
+FlagPerf's own results folders (``<case>/round<k>/<ip>_noderank<i>/rank<R>.out.log``, no
+run.json) are read by ``import_flagperf`` into the same round.json files.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flagperf_ansible.mfu import round_mfu
 from flagperf_ansible.monitoring import summarize_round
 from flagperf_ansible.perflog import find_rank_logs, parse_rank_log
-from flagperf_ansible.stats import describe, numeric_fields
+from flagperf_ansible.provenance import Masker, controller_provenance, host_label
+from flagperf_ansible.stats import OLYMPIC_MIN_N, case_passes, describe, numeric_fields
 
 ROUND_STATUSES = ("passed", "failed", "timeout", "interrupted")
 _NODE_DIR = re.compile(r"^(?P<host>.+)_noderank(?P<noderank>\d+)$")
@@ -49,23 +56,25 @@ def read_json(path: Path) -> Any:
         return json.load(handle)
 
 
-def node_dir_name(host: str, noderank: int) -> str:
-    """``<host>_noderank<i>``: one host's folder in a round."""
-    return f"{host}_noderank{noderank}"
+def node_dir_name(host: str, noderank: int, mask: bool = False) -> str:
+    """``<host>_noderank<i>``: one host's folder in a round (``host<i>_noderank<i>`` masked)."""
+    return f"{host_label(noderank) if mask else host}_noderank{noderank}"
 
 
 def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
-                 interrupted: bool = False) -> tuple[str, str]:
+                 interrupted: bool = False, exit_codes_known: bool = True) -> tuple[str, str]:
     """``(status, reason)`` of a round from its hosts' launch results and rank 0's FINISHED.
 
-    ``hosts`` items carry ``host``, ``rc`` (None when unknown) and ``timed_out``.
+    ``hosts`` items carry ``host``, ``rc`` (None when unknown) and ``timed_out``. With
+    ``exit_codes_known`` False (FlagPerf's folders keep no exit codes) only FINISHED counts.
     """
     if interrupted:
         return "interrupted", "the run was interrupted"
     timed_out = [h["host"] for h in hosts if h.get("timed_out")]
     if timed_out:
         return "timeout", f"no exit within the case timeout on {', '.join(timed_out)}"
-    failed = [f"{h['host']} (exit {h.get('rc')})" for h in hosts if h.get("rc") != 0]
+    failed = [f"{h['host']} (exit {h.get('rc')})" for h in hosts
+              if exit_codes_known and h.get("rc") != 0]
     if failed:
         return "failed", f"launch failed on {', '.join(failed)}"
     if finished is None:
@@ -82,14 +91,18 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         record: what the collect role hands over: ``run_dir``, ``key``
             (``<case_id>/round<k>``), ``case_id``, ``round``, ``hosts`` (each ``host``,
             ``noderank``, ``rc``, ``timed_out``), ``config``, ``overrides``, ``metric``,
-            ``diagnostic``, ``started_ms``, ``ended_ms`` and optionally ``interrupted``.
+            ``diagnostic``, ``started_ms``, ``ended_ms`` and optionally ``interrupted``,
+            ``mfu_basis`` (from the plan, see ``flagperf_ansible.mfu``), ``mask_hosts`` and
+            ``plan_hosts`` (the plan's ``hosts``), ``exit_codes_known`` (default True).
 
     Returns:
-        The round document written (see DESIGN.md; schema in ``schemas/round.schema.json``).
-        Its ``monitor`` key is ``monitoring.summarize_round``: per node and overall, the
-        monitors' status (a monitor that died says so), utilisation, memory, power, energy.
+        The round document written (see DESIGN.md; schema in ``schemas/round.schema.json``),
+        host names and addresses masked when ``mask_hosts``. Its ``monitor`` key is
+        ``monitoring.summarize_round``: per node and overall, the monitors' status (a monitor
+        that died says so), utilisation, memory, power, energy.
     """
     round_dir = Path(record["run_dir"]) / record["key"]
+    mask = bool(record.get("mask_hosts"))
     ranks: dict[str, Any] = {}
     bad_lines = 0
     events_by_rank = []
@@ -101,24 +114,32 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
             ranks[str(log.rank)] = log.finished
     finished = ranks.get("0")
     hosts = list(record.get("hosts") or [])
-    status, reason = round_status(hosts, finished, bool(record.get("interrupted")))
+    known = record.get("exit_codes_known", True) is not False
+    interrupted = bool(record.get("interrupted"))
+    status, reason = round_status(hosts, finished, interrupted, known)
     nodes = []
     for host in hosts:
-        node = round_dir / node_dir_name(host["host"], int(host["noderank"]))
+        node = round_dir / node_dir_name(host["host"], int(host["noderank"]), mask)
+        sys_info = node / "sys_info.json"
         nodes.append({
             "host": host["host"], "noderank": int(host["noderank"]), "rc": host.get("rc"),
             "timed_out": bool(host.get("timed_out")), "dir": node.name,
             "files": sorted(p.name for p in node.iterdir()) if node.is_dir() else [],
+            "sys_info": _read_optional(sys_info),
         })
     started, ended = record.get("started_ms"), record.get("ended_ms")
+    ran_to_finish = (finished is not None and not interrupted
+                     and not any(h.get("timed_out") for h in hosts)
+                     and (not known or all(h.get("rc") == 0 for h in hosts)))
     document = {
         "case_id": record["case_id"],
         "round": int(record["round"]),
         "status": status,
         "reason": reason,
+        "ran_to_finish": ran_to_finish,
         "converged": bool(finished and finished.get("converged") is True),
         "diagnostic": bool(record.get("diagnostic")),
-        "metric": record.get("metric"),
+        "metric": record.get("metric") or guess_metric(finished),
         "started_ms": started,
         "ended_ms": ended,
         "wall_time": (ended - started) / 1000.0 if started and ended else None,
@@ -131,28 +152,70 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         "overrides": record.get("overrides") or {},
         "monitor": summarize_round(round_dir, [n["dir"] for n in nodes], events_by_rank,
                                    finished, ended),
+        "mfu": round_mfu(record.get("mfu_basis"), finished),
     }
+    document = Masker(record.get("plan_hosts") or [], mask)(document)
     write_json(round_dir / "round.json", document)
     return document
 
 
-def write_run(run_dir: Path, plan: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Write ``run.json``: what was asked (cases and rounds planned) and how."""
+def _read_optional(path: Path) -> Any:
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def guess_metric(finished: dict[str, Any] | None) -> str | None:
+    """The case metric from FINISHED's ``final_<metric>`` keys (for logs with no plan): the
+    first one that is not the loss, else ``loss``; None without any."""
+    names = [k[len("final_"):] for k in (finished or {}) if k.startswith("final_")]
+    return next((n for n in names if n != "loss"), names[0] if names else None)
+
+
+def write_run(run_dir: Path, plan: dict[str, Any], extra: dict[str, Any],
+              project: Path | None = None) -> dict[str, Any]:
+    """Write ``run.json``: what was asked (cases and rounds planned), how, and by what.
+
+    ``extra`` may carry ``inventory`` (its name) and ``ansible_version``; the provenance block
+    (git commit, command, hosts, versions, image) comes from ``controller_provenance``.
+    Host names and addresses are masked when the plan says ``mask_hosts``.
+    """
+    from flagperf_ansible.paths import project_dir
+
+    extra = dict(extra)
+    provenance = controller_provenance(project or project_dir(), plan,
+                                       str(extra.pop("inventory", "")),
+                                       extra.pop("ansible_version", None))
+    extra.pop("hosts", None)  # in provenance.inventory.hosts, with addresses and labels
     document = {
         "run_id": run_dir.name,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "vendor": plan["vendor"],
         "container_runtime": plan["runtime"],
+        "mask_hosts": bool(plan.get("mask_hosts")),
+        "provenance": provenance,
         "cases": plan["cases"],
         **extra,
     }
+    document = Masker(plan.get("hosts") or [], bool(plan.get("mask_hosts")))(document)
     write_json(run_dir / "run.json", document)
     return document
 
 
-def _case_stats(rounds: list[dict[str, Any]]) -> dict[str, dict[str, float | int]]:
-    measured = [r["finished"] for r in rounds if r["status"] == "passed" and r.get("finished")]
-    return {key: describe(f[key] for f in measured if isinstance(f.get(key), (int, float)))
+def round_figures(document: dict[str, Any]) -> dict[str, Any]:
+    """A round's figures for statistics: FINISHED plus the controller's ``mfu`` if computed."""
+    figures = dict(document.get("finished") or {})
+    mfu = (document.get("mfu") or {}).get("value")
+    if "mfu" not in figures and isinstance(mfu, (int, float)):
+        figures["mfu"] = mfu
+    return figures
+
+
+def _case_stats(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    measured = [round_figures(r) for r in rounds if r["status"] == "passed" and r.get("finished")]
+    return {key: describe(f[key] for f in measured if isinstance(f.get(key), (int, float))
+                          and not isinstance(f.get(key), bool))
             for key in numeric_fields(measured)}
 
 
@@ -160,7 +223,10 @@ def build_summary(run_dir: Path) -> dict[str, Any]:
     """Gather every ``round.json`` of a run into the summary document (nothing is written).
 
     A case's rounds that ``run.json`` planned but that have no ``round.json`` are listed as
-    ``missing``; the run's status is ``passed`` only when every planned round passed.
+    ``missing``. A case passes by ``stats.case_passes``: every planned round ran to FINISHED
+    and all converged, or (5 rounds or more) all but one converged (MLPerf's rule). The run's
+    status is ``passed`` only when every case passed. Statistics (``stats.describe``) cover
+    every numeric FINISHED figure and ``mfu`` of the rounds that passed (converged).
     """
     run = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else {}
     planned = {c["case_id"]: c for c in run.get("cases", [])}
@@ -175,7 +241,9 @@ def build_summary(run_dir: Path) -> dict[str, Any]:
         repeat = (planned.get(case_id) or {}).get("spec", {}).get("repeat", len(rounds))
         missing = sorted(set(range(1, repeat + 1)) - {r["round"] for r in rounds})
         passed = sum(r["status"] == "passed" for r in rounds)
-        case_passed = passed == repeat and not missing
+        ran = sum(bool(r.get("ran_to_finish", r["status"] == "passed")) for r in rounds)
+        converged = sum(bool(r.get("converged")) for r in rounds)
+        case_passed = case_passes(repeat, ran, converged) and not missing
         all_passed &= case_passed
         cases.append({
             "case_id": case_id,
@@ -184,13 +252,19 @@ def build_summary(run_dir: Path) -> dict[str, Any]:
             or (rounds[0]["metric"] if rounds else None),
             "diagnostic": (planned.get(case_id) or {}).get("diagnostic", False),
             "status": "passed" if case_passed else "failed",
+            "pass_rule": ("all rounds converged, or at most one did not (MLPerf, n >= "
+                          f"{OLYMPIC_MIN_N})" if repeat >= OLYMPIC_MIN_N
+                          else "all rounds converged"),
+            "rounds_planned": repeat,
             "rounds_passed": passed,
-            "rounds_converged": sum(bool(r.get("converged")) for r in rounds),
+            "rounds_ran_to_finish": ran,
+            "rounds_converged": converged,
             "missing_rounds": missing,
             "rounds": [
                 {"round": r["round"], "status": r["status"], "reason": r.get("reason", ""),
                  "converged": r.get("converged", False), "wall_time": r.get("wall_time"),
-                 "finished": r.get("finished"), "nodes": r.get("nodes", [])}
+                 "finished": r.get("finished"), "mfu": r.get("mfu"),
+                 "overrides": r.get("overrides") or {}, "nodes": r.get("nodes", [])}
                 for r in rounds
             ],
             "stats": _case_stats(rounds),
@@ -199,18 +273,72 @@ def build_summary(run_dir: Path) -> dict[str, Any]:
         "run_id": run.get("run_id", run_dir.name),
         "status": "passed" if all_passed else "failed",
         "vendor": run.get("vendor"),
+        "source": "flagperf-ansible" if run else "flagperf",
+        "provenance": run.get("provenance"),
         "cases": cases,
     }
 
 
-def write_summary(run_dir: Path) -> dict[str, Any]:
-    """Rebuild ``summary.json`` and ``summary.md`` from the run's round.json files."""
-    from flagperf_ansible.report import summary_markdown
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
+
+def write_summary(run_dir: Path, html: bool = True) -> dict[str, Any]:
+    """Rebuild ``summary.json``, ``summary.md`` and (``html``) ``summary.html`` from the run's
+    round.json files; a FlagPerf results folder is first read with ``import_flagperf``."""
+    from flagperf_ansible.report import summary_html, summary_markdown
+
+    if is_flagperf_layout(run_dir):
+        import_flagperf(run_dir)
     summary = build_summary(run_dir)
     write_json(run_dir / "summary.json", summary)
-    text = summary_markdown(summary)
-    tmp = run_dir / ".summary.md.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, run_dir / "summary.md")
+    _write_text(run_dir / "summary.md", summary_markdown(summary))
+    if html:
+        _write_text(run_dir / "summary.html", summary_html(run_dir, summary))
     return summary
+
+
+_FLAGPERF_ROUND = re.compile(r"^round(\d+)$")
+
+
+def is_flagperf_layout(run_dir: Path) -> bool:
+    """A FlagPerf results folder: no run.json, and
+    ``<case>/round<k>/<ip>_noderank<i>/rank<R>.out.log`` files."""
+    if (run_dir / "run.json").is_file():
+        return False
+    return any(_FLAGPERF_ROUND.match(p.parent.parent.name) and _NODE_DIR.match(p.parent.name)
+               for p in run_dir.glob("*/round*/*_noderank*/rank*.out.log"))
+
+
+def import_flagperf(run_dir: Path) -> list[dict[str, Any]]:
+    """Write a round.json into every round folder of a FlagPerf results folder.
+
+    FlagPerf keeps no exit codes, so a round's status comes from rank 0's FINISHED alone; the
+    case id is the case folder's name (e.g. ``bert:pytorch_1.8:A100:1:8:1``); the metric is
+    guessed from ``final_<metric>`` keys (``guess_metric``).
+
+    Returns:
+        The round documents written, in path order.
+    """
+    documents = []
+    for round_dir in sorted(p for p in run_dir.glob("*/round*") if p.is_dir()):
+        match = _FLAGPERF_ROUND.match(round_dir.name)
+        if not match:
+            continue
+        hosts = []
+        for node in sorted(round_dir.iterdir()):
+            found = _NODE_DIR.match(node.name)
+            if node.is_dir() and found:
+                hosts.append({"host": found["host"], "noderank": int(found["noderank"]),
+                              "rc": None, "timed_out": False})
+        if not hosts:
+            continue
+        hosts.sort(key=lambda h: h["noderank"])
+        documents.append(finalize_round({
+            "run_dir": str(run_dir), "key": f"{round_dir.parent.name}/{round_dir.name}",
+            "case_id": round_dir.parent.name, "round": int(match.group(1)), "hosts": hosts,
+            "exit_codes_known": False, "metric": None,
+        }))
+    return documents

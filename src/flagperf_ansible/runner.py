@@ -9,6 +9,7 @@ current task; Ctrl-C cancels the step in flight and the summary of what ran is s
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from flagperf_ansible import results
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.inventory import load_inventory
 from flagperf_ansible.plan import build_plan
+from flagperf_ansible.provenance import COMMAND_ENV
 
 
 @dataclass
@@ -117,6 +119,8 @@ class Wrapper:
             "ANSIBLE_CONFIG": str(project / "ansible.cfg"),
             "ANSIBLE_CALLBACK_PLUGINS": str(project / "callback_plugins"),
             "ANSIBLE_FORCE_COLOR": "0",
+            # run.json records the user's command, not ansible-runner's ansible-playbook line.
+            COMMAND_ENV: "flagperf-ansible " + shlex.join(sys.argv[1:]),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         }
         with tempfile.TemporaryDirectory(prefix="flagperf-runner-") as private:

@@ -1,14 +1,37 @@
-"""Statistics over rounds."""
+"""Statistics over rounds, and the pass rule of a case.
+
+Sources:
+
+* MLPerf Training Rules (mlcommons/training_policies, ``training_rules.adoc``, section
+  "Benchmark Results"): a benchmark result is computed from several runs by dropping the fastest
+  and the slowest and taking the mean of the rest ("olympic" scoring); a single run that fails to
+  converge may be treated as the slowest and dropped, more than one invalidates the result.
+* Sample standard deviation (n - 1 in the denominator, Bessel's correction) as Python's
+  ``statistics.stdev``.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Iterable
 
+#: Fewest rounds for olympic scoring and for MLPerf's "one non-converged run" allowance
+#: (MLPerf's smallest run count per benchmark is 5, e.g. ResNet-50).
+OLYMPIC_MIN_N = 5
 
-def describe(values: Iterable[float]) -> dict[str, float | int]:
-    """``{n, mean, std, min, max}`` of ``values``; ``std`` is the sample standard deviation
-    (n - 1 in the denominator), 0.0 for a single value.
+
+def describe(values: Iterable[float]) -> dict[str, float | int | None]:
+    """Describe one figure over rounds.
+
+    Args:
+        values: one number per round (e.g. ``p_whole`` in samples/s).
+
+    Returns:
+        ``{n, mean, std, cv, min, max, olympic_mean}`` where ``std`` is the sample standard
+        deviation (0.0 for a single value), ``cv = std / |mean|`` (coefficient of variation, a
+        fraction; None when the mean is 0) and ``olympic_mean`` the mean after dropping one
+        smallest and one largest value (MLPerf's scoring; None when ``n < 5``). Units are those
+        of ``values`` (``cv`` has none).
 
     Raises:
         ValueError: ``values`` is empty.
@@ -19,7 +42,31 @@ def describe(values: Iterable[float]) -> dict[str, float | int]:
     n = len(data)
     mean = math.fsum(data) / n
     var = math.fsum((v - mean) ** 2 for v in data) / (n - 1) if n > 1 else 0.0
-    return {"n": n, "mean": mean, "std": math.sqrt(var), "min": min(data), "max": max(data)}
+    std = math.sqrt(var)
+    olympic = None
+    if n >= OLYMPIC_MIN_N:
+        kept = sorted(data)[1:-1]
+        olympic = math.fsum(kept) / len(kept)
+    return {"n": n, "mean": mean, "std": std, "cv": std / abs(mean) if mean else None,
+            "min": min(data), "max": max(data), "olympic_mean": olympic}
+
+
+def case_passes(planned: int, ran_to_finish: int, converged: int) -> bool:
+    """The pass rule of a case over its rounds.
+
+    Args:
+        planned: rounds asked for (the case's ``repeat``).
+        ran_to_finish: rounds whose every host exited 0 and whose rank 0 wrote FINISHED.
+        converged: rounds among those that reached the case's target.
+
+    Returns:
+        True when every planned round ran to FINISHED and either all converged, or
+        ``planned >= 5`` and at most one did not (MLPerf Training Rules, "Benchmark Results").
+    """
+    if planned < 1 or ran_to_finish != planned:
+        return False
+    allowed = 1 if planned >= OLYMPIC_MIN_N else 0
+    return planned - converged <= allowed
 
 
 def numeric_fields(records: Iterable[dict]) -> list[str]:

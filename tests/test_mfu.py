@@ -1,0 +1,102 @@
+"""MFU inputs: the case's FLOPs per sample and the vendor's datasheet peaks, checked at plan time."""
+
+import subprocess
+import sys
+
+import pytest
+
+from flagperf_ansible.cases import load_case
+from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.mfu import flops_per_sample, round_mfu
+from test_validation import GOOD_CASE, plan_for
+
+A100_CASE = {**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}
+
+
+def test_cpu_vendor_has_no_peak_so_no_mfu(scratch_project):
+    basis = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})["rounds"][0]["mfu_basis"]
+    assert basis["peak_flops_per_device"] is None
+    assert basis["reason"] == "the vendor declares no fp32 peak for cpu"
+    assert basis["flops_per_sample"] == pytest.approx(2.4534e10 * (32 / 224) ** 2)
+    assert round_mfu(basis, {"p_train": 100.0})["value"] is None
+
+
+def test_nvidia_a100_uses_the_datasheet_peak_for_the_precision(scratch_project):
+    rounds = plan_for(scratch_project, {"flagperf_vendor": "nvidia",
+                                        "flagperf_cases": [A100_CASE]})["rounds"]
+    basis = rounds[0]["mfu_basis"]
+    assert basis["flops_per_sample"] == pytest.approx(2.4534e10)      # standard 224x224
+    assert basis["precision"] == "fp32" and basis["peak_flops_per_device"] == 19.5e12
+    assert basis["devices"] == 8 and basis["reason"] == ""
+    assert "datasheet" in basis["peak_source"] and "4.089e9" in basis["flops_source"]
+    mfu = round_mfu(basis, {"p_train": 2000.0})
+    assert mfu["value"] == pytest.approx(2000.0 * 2.4534e10 / (8 * 19.5e12))
+
+
+def test_amp_maps_to_the_bf16_peak(scratch_project):
+    path = scratch_project / "vendors/nvidia/resnet50-pytorch/config/A100x1x8.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text("precision: amp\n")
+    basis = plan_for(scratch_project, {"flagperf_vendor": "nvidia",
+                                       "flagperf_cases": [A100_CASE]})["rounds"][0]["mfu_basis"]
+    assert basis["precision"] == "bf16" and basis["peak_flops_per_device"] == 312e12
+
+
+def test_a_case_emitted_mfu_is_kept():
+    record = round_mfu({"reason": "the vendor declares no fp32 peak for cpu"}, {"mfu": 0.41})
+    assert record["value"] == 0.41 and record["computed_by"] == "case"
+
+
+def test_flops_scale_with_the_configured_image_size():
+    declared = {"value": 6.0e9, "source": "s", "scale_key": "image_size", "reference": 224,
+                "exponent": 2}
+    assert flops_per_sample(declared, {"image_size": 112}) == pytest.approx(1.5e9)
+    assert flops_per_sample(declared, {}) is None
+
+
+@pytest.mark.parametrize("text, where", [
+    ("flops_per_sample: {value: lots, source: x}\n", "flops_per_sample.value"),
+    ("flops_per_sample: {value: 1.0e+9}\n", "flops_per_sample.source"),
+    ("flops_per_sample: {value: 1.0e+9, source: x, per: 2}\n", "flops_per_sample.per"),
+])
+def test_bad_flops_declaration_names_file_and_key(scratch_project, text, where):
+    path = scratch_project / "benchmarks/resnet50/pytorch/case.yml"
+    kept = [line for line in path.read_text().splitlines(keepends=True)
+            if not line.startswith(("flops_per_sample", "  "))]
+    path.write_text("".join(kept) + text)
+    with pytest.raises(ConfigError, match=f"benchmarks/resnet50/pytorch/case.yml: {where}"):
+        load_case(scratch_project, "resnet50", "pytorch")
+
+
+def test_bad_peak_names_vendor_file_and_key(scratch_project):
+    path = scratch_project / "vendors/nvidia/vendor.yml"
+    path.write_text(path.read_text().replace("fp32: 1.95e+13", "fp32: fast"))
+    with pytest.raises(ConfigError, match="vendors/nvidia/vendor.yml: peak_flops.A100.fp32"):
+        plan_for(scratch_project, {"flagperf_vendor": "nvidia", "flagperf_cases": [A100_CASE]})
+
+
+COUNT_FORWARD_FLOPS = """
+import sys, torch
+from torch.utils.flop_counter import FlopCounterMode
+sys.path.insert(0, sys.argv[1])
+from model import build_resnet50
+model = build_resnet50(10, False).eval()
+with torch.no_grad(), FlopCounterMode(display=False) as counter:
+    model(torch.zeros(1, 3, 32, 32))
+print(counter.get_total_flops())
+"""
+
+
+def test_declared_flops_match_torch_flop_counter_on_the_case_model(project):
+    """The declared count is checked against torch's own counter on this case's model (at the
+    cpu profile's 32x32, so it is cheap): training = 3 x forward, within 1 %. The count runs in
+    a fresh interpreter: torch's dynamo rejects the sys.intern patch that ansible's imports
+    leave in this one."""
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, "-c", COUNT_FORWARD_FLOPS,
+                           str(project / "benchmarks/resnet50/pytorch")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    forward = float(done.stdout.strip().splitlines()[-1])
+    case = load_case(project, "resnet50", "pytorch")
+    assert flops_per_sample(case.flops, {"image_size": 32}) == pytest.approx(3 * forward, rel=0.01)
