@@ -35,7 +35,7 @@ def test_nvidia_a100_uses_the_datasheet_peak_for_the_precision(scratch_project):
 
 def test_amp_maps_to_the_bf16_peak(scratch_project):
     path = scratch_project / "vendors/nvidia/resnet50-pytorch/config/A100x1x8.yaml"
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("precision: amp\n")
     basis = plan_for(scratch_project, {"flagperf_vendor": "nvidia",
                                        "flagperf_cases": [A100_CASE]})["rounds"][0]["mfu_basis"]

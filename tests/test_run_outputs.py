@@ -98,8 +98,10 @@ def test_each_node_has_its_sys_info(masked_run):
         assert info["hostname"] == "host0" and info["addresses"] == []
         assert info["cpu"]["logical_cores"] >= 1 and info["memory"]["total_bytes"] > 2**20
         assert info["versions"]["torch"] == metadata.version("torch")
-        # The cpu vendor has no monitor.py plugin: accelerators are recorded as not available.
-        assert info["accelerators"]["available"] is False
+        # From the vendor plugin's device_info() (vendors/cpu/monitor.py: the host CPUs).
+        accelerators = info["accelerators"]
+        assert accelerators["available"] is True and accelerators["vendor"] == "cpu"
+        assert accelerators["devices"][0]["memory_total_bytes"] == info["memory"]["total_bytes"]
     document = json.loads((masked_run / f"{CASE_ID}/round2/round.json").read_text())
     assert document["nodes"][0]["sys_info"]["kernel"]
 
