@@ -1,9 +1,9 @@
 """Vendor monitor plugins: the interface both keep, the cpu plugin on real psutil, the nvidia
-plugin's real code on recorded NVML values.
+plugin's real code on hand-written NVML values.
 
 No GPU is available here: the nvidia plugin is exercised through a fake ``pynvml`` module object
-injected into the plugin module, which answers with the recorded values of
-``fixtures/nvml_h100_recorded.json``: H100 readings in NVML's units (hand-written plausible
+injected into the plugin module, which answers with the hand-written values of
+``fixtures/nvml_h100_handwritten.json``: H100 readings in NVML's units (hand-written plausible
 figures, not captured from a device; see its ``_about``). Everything after the pynvml call (unit conversion, unsupported fields, device info)
 is the plugin's own code path.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDED = json.loads((Path(__file__).parent / "fixtures/nvml_h100_recorded.json").read_text())
+NVML_VALUES = json.loads((Path(__file__).parent / "fixtures/nvml_h100_handwritten.json").read_text())
 SAMPLE_KEYS = {"index", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w",
                "temp_c", "clock_mhz"}
 
@@ -32,8 +32,8 @@ def load(vendor):
     return sys_monitor.load_plugin(str(ROOT / f"vendors/{vendor}/monitor.py"))
 
 
-def fake_pynvml(recorded):
-    """A module object with the pynvml calls the plugin makes, answering from ``recorded``."""
+def fake_pynvml(values):
+    """A module object with the pynvml calls the plugin makes, answering from ``values``."""
     nvml = types.ModuleType("pynvml")
 
     class NVMLError(Exception):
@@ -45,7 +45,7 @@ def fake_pynvml(recorded):
         def __init__(self):
             super().__init__(3)
 
-    devices = recorded["devices"]
+    devices = values["devices"]
     nvml.NVMLError, nvml.NVMLError_NotSupported = NVMLError, NVMLError_NotSupported
     nvml.NVML_TEMPERATURE_GPU, nvml.NVML_CLOCK_SM = 0, 1
     nvml.calls = []
@@ -59,7 +59,7 @@ def fake_pynvml(recorded):
     nvml.nvmlInit = lambda: nvml.calls.append("init")
     nvml.nvmlDeviceGetCount = lambda: len(devices)
     nvml.nvmlDeviceGetHandleByIndex = lambda i: i
-    nvml.nvmlSystemGetDriverVersion = lambda: recorded["driver"]
+    nvml.nvmlSystemGetDriverVersion = lambda: values["driver"]
     nvml.nvmlDeviceGetName = lambda h: value(h, "name").encode()  # older pynvml: bytes
     nvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(
         total=value(h, "memory_total"), used=value(h, "memory_used"),
@@ -73,9 +73,9 @@ def fake_pynvml(recorded):
     return nvml
 
 
-def test_nvidia_plugin_on_recorded_h100_values():
+def test_nvidia_plugin_on_handwritten_h100_values():
     plugin = load("nvidia")
-    plugin.pynvml = fake_pynvml(RECORDED)
+    plugin.pynvml = fake_pynvml(NVML_VALUES)
     info = plugin.device_info()
     assert info["vendor"] == "nvidia" and info["driver"] == "535.129.03"
     assert [d["name"] for d in info["devices"]] == ["NVIDIA H100 80GB HBM3"] * 2
@@ -99,7 +99,7 @@ def test_nvidia_plugin_degrades_without_pynvml_or_driver():
     with pytest.raises(RuntimeError, match="not installed"):
         plugin.device_info()
     plugin = load("nvidia")
-    nvml = fake_pynvml(RECORDED)
+    nvml = fake_pynvml(NVML_VALUES)
 
     def no_driver():
         raise nvml.NVMLError(9)                       # NVML_ERROR_DRIVER_NOT_LOADED
