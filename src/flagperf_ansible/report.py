@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import base64
-import csv
 import html
 import io
 from pathlib import Path
 from typing import Any
 
+from flagperf_ansible.monitoring import read_stream
 from flagperf_ansible.perflog import parse_rank_log
 
 FIGURES = ("e2e_time", "p_whole", "p_core", "mfu")
@@ -181,20 +181,13 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
 
 def read_monitor_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
     """A monitor CSV (first column ``timestamp_ms``) as ``(times_ms, {column: values})``:
-    the numeric columns only (a column with any non-number is left out)."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle))
-    if len(rows) < 2 or rows[0][0] != "timestamp_ms":
+    the numeric columns only (a column with any non-number is left out). Rows are read by
+    ``monitoring.read_stream``, the one reader of monitor CSVs."""
+    rows = read_stream(path)
+    if not rows:
         return [], {}
-    header, data = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
-    columns: dict[str, list[float]] = {}
-    for index, name in enumerate(header):
-        try:
-            columns[name] = [float(r[index]) for r in data]
-        except ValueError:
-            continue
-    times = columns.pop("timestamp_ms", [])
-    return times, columns
+    names = [k for k in rows[0] if k != "timestamp_ms" and all(r.get(k) is not None for r in rows)]
+    return [r["timestamp_ms"] for r in rows], {k: [r[k] for r in rows] for k in names}
 
 
 def _throughput_plot(case: dict[str, Any]) -> str | None:

@@ -33,7 +33,6 @@ from flagperf_ansible.perflog import find_rank_logs, parse_rank_log
 from flagperf_ansible.provenance import Masker, controller_provenance, host_label
 from flagperf_ansible.stats import OLYMPIC_MIN_N, case_passes, describe, numeric_fields
 
-ROUND_STATUSES = ("passed", "failed", "timeout", "interrupted")
 _NODE_DIR = re.compile(r"^(?P<host>.+)_noderank(?P<noderank>\d+)$")
 
 
