@@ -3,7 +3,8 @@ locally made base image, a non-root ssh user. Needs root (to start sshd and add 
 
     python tests/loopback_cluster.py up STATE_DIR [--hosts N]   # prints the inventory path
 
-Hosts ``node1..N`` listen on ``127.0.0.2..N+1`` port 2222 with their own host keys; Ansible
+Hosts ``node1..N`` listen on ``127.0.0.2..N+1`` port 2222 (``FLAGPERF_LOOPBACK_PREFIX`` and
+``FLAGPERF_LOOPBACK_PORT`` move them) with their own host keys; Ansible
 reaches them over real SSH with a generated key as user ``flagperf-ci`` (in group ``docker``, no
 sudo). The base image ``flagperf-base:bookworm`` is debootstrapped once and cached under
 ``/var/cache/flagperf`` (no registry is reachable).
@@ -25,7 +26,9 @@ from pathlib import Path
 import yaml
 
 USER = "flagperf-ci"
-PORT = 2222
+# Two clusters on one machine (parallel work trees) need their own addresses and port.
+PREFIX = os.environ.get("FLAGPERF_LOOPBACK_PREFIX", "127.0.0.")
+PORT = int(os.environ.get("FLAGPERF_LOOPBACK_PORT", "2222"))
 BASE_IMAGE = "flagperf-base:bookworm"
 CACHE = Path("/var/cache/flagperf")
 SHARED = Path("/var/tmp/flagperf-ci")
@@ -124,7 +127,7 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
     authorized.chmod(0o600)
     Path("/run/sshd").mkdir(exist_ok=True)
 
-    hosts = {f"node{i + 1}": f"127.0.0.{i + 2}" for i in range(count)}
+    hosts = {f"node{i + 1}": f"{PREFIX}{i + 2}" for i in range(count)}
     processes = []
     for name, address in hosts.items():
         host_key = state / f"{name}_host_ed25519"
