@@ -1,12 +1,23 @@
-"""Writes run.json, each round's round.json and the summaries as the playbooks hand them over.
+"""Writes run.json, each round's round.json and the summaries as the playbooks hand them over,
+and cleans up a round that an interrupt left in flight.
 
 The playbooks hand data over with ``ansible.builtin.set_stats``: ``flagperf_run`` (preflight),
-``flagperf_round`` (after each round's collect) and ``flagperf_report`` (report). The work is
-done by the flagperf_ansible package; this adapter only routes.
+``flagperf_round_start`` (a round begins), ``flagperf_round`` (after each round's collect) and
+``flagperf_report`` (report). The work is done by the flagperf_ansible package; this adapter
+only routes.
+
+Interrupts: SIGTERM is handled as Ctrl-C (Ansible's own SIGINT path: workers told, the run
+stops). If a round was in flight when ansible-playbook exits, ``playbooks/cleanup.yml`` is run
+with the same inventory and extra vars: it stops the round's containers, processes and monitors
+on every host, fetches what they wrote, records the round as ``interrupted`` and rebuilds the
+summary.
 """
 
 from __future__ import annotations
 
+import atexit
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,10 +35,13 @@ name: flagperf_results
 type: aggregate
 short_description: write flagperf-ansible results files
 description: Turns the run, round and report records handed over with set_stats into
-  run.json, round.json and summary.json/summary.md under the run's results dir.
+  run.json, round.json and summary.json/summary.md under the run's results dir; after an
+  interrupt, runs playbooks/cleanup.yml for the round in flight.
 requirements:
   - enable in ansible.cfg (callbacks_enabled = flagperf_results)
 """
+
+PROJECT = Path(__file__).resolve().parents[1]
 
 
 class CallbackModule(CallbackBase):
@@ -35,6 +49,22 @@ class CallbackModule(CallbackBase):
     CALLBACK_TYPE = "aggregate"
     CALLBACK_NAME = "flagperf_results"
     CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._in_flight: dict | None = None
+        self._cleanup_armed = False
+
+    def v2_playbook_on_start(self, playbook):
+        if self._cleanup_armed:
+            return
+        self._cleanup_armed = True
+        # Ansible's SIGINT handler tells the workers and stops the run; SIGTERM goes the same way
+        # so that the round in flight is cleaned up (atexit) instead of the process just dying.
+        on_sigint = signal.getsignal(signal.SIGINT)
+        if callable(on_sigint):
+            signal.signal(signal.SIGTERM, lambda _signum, frame: on_sigint(signal.SIGINT, frame))
+        atexit.register(self._clean_up_in_flight)
 
     def v2_runner_on_ok(self, result):
         payload = getattr(result, "result", None)
@@ -45,8 +75,13 @@ class CallbackModule(CallbackBase):
             if "flagperf_run" in data:
                 record = data["flagperf_run"]
                 results.write_run(Path(record["run_dir"]), record["plan"], record.get("extra", {}),
-                                  Path(__file__).resolve().parents[1])
+                                  PROJECT)
+            if "flagperf_round_start" in data:
+                record = data["flagperf_round_start"]
+                results.mark_round_start(Path(record["run_dir"]), str(record["key"]))
+                self._in_flight = {"run_dir": str(record["run_dir"]), "key": str(record["key"])}
             if "flagperf_round" in data:
+                self._in_flight = None
                 document = results.finalize_round(data["flagperf_round"])
                 self._display.display(
                     f"flagperf: {document['case_id']} round {document['round']}: "
@@ -57,3 +92,35 @@ class CallbackModule(CallbackBase):
         except (OSError, ValueError, KeyError) as err:
             # Never lose the run over a results-writing problem: say it, keep going.
             self._display.warning(f"flagperf_results: could not write results: {err}")
+
+    def _clean_up_in_flight(self):
+        """At exit with a round in flight (interrupt, or Ansible stopped mid-round)."""
+        if self._in_flight is None:
+            return
+        from ansible import context
+
+        in_flight, self._in_flight = self._in_flight, None
+        run_dir = Path(in_flight["run_dir"])
+        self._display.display(f"flagperf: stopping round {in_flight['key']} on its hosts")
+        argv = [sys.argv[0], str(PROJECT / "playbooks" / "cleanup.yml")]
+        for source in context.CLIARGS.get("inventory") or ():
+            argv += ["-i", source]
+        for extra in context.CLIARGS.get("extra_vars") or ():
+            argv += ["-e", extra]
+        argv += ["-e", f"flagperf_run_id={run_dir.name}", "-e", f"flagperf_select={in_flight['key']}"]
+        # Ctrl-C again while cleaning up is the way to give up on it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # The child's output comes through this display: Ansible may have left its own
+        # standard streams non-blocking, which a child ansible-playbook refuses to start with.
+        try:
+            with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) as child:
+                for line in child.stdout:
+                    self._display.display(line.rstrip("\n"))
+        except KeyboardInterrupt:
+            return
+        if not (run_dir / in_flight["key"] / "round.json").is_file():
+            results.finalize_round({"run_dir": str(run_dir), "key": in_flight["key"],
+                                    "interrupted": True, "hosts": []})
+            results.write_summary(run_dir)

@@ -19,6 +19,7 @@ from flagperf_ansible.inventory import load_inventory
 from flagperf_ansible.launch import container_name, image_tag, launch_argv, launch_env
 from flagperf_ansible.plan import build_plan
 from flagperf_ansible.results import node_dir_name
+from flagperf_ansible.round_wait import node_finished, node_outcome, round_over
 
 DOCUMENTATION = """
 name: flagperf
@@ -71,16 +72,35 @@ def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
         raise AnsibleFilterError(str(err)) from None
 
 
-def flagperf_round_hosts(hosts, hostvars):
-    """``[{host, noderank, rc, timed_out}]`` of a round from each host's ``launch_outcome`` or
-    ``container_outcome``
-    (``rc`` None where the host never reported, e.g. it became unreachable)."""
+def flagperf_round_hosts(hosts, hostvars, active=None):
+    """``[{host, noderank, rc, timed_out, stopped, lost}]`` of a round from each host's
+    ``node_outcome`` (``rc`` None where the host never reported; ``lost`` when it left the play,
+    e.g. it became unreachable)."""
     rows = []
+    active = None if active is None else {str(h) for h in active}
     for noderank, host in enumerate(hosts):
-        outcome = hostvars[host].get("launch_outcome") or hostvars[host].get("container_outcome") or {}
-        rows.append({"host": host, "noderank": noderank, "rc": outcome.get("rc"),
-                     "timed_out": bool(outcome.get("timed_out", False))})
+        outcome = _plain(hostvars[host].get("node_outcome") or {})
+        lost = active is not None and str(host) not in active
+        rows.append({"host": str(host), "noderank": noderank, "rc": outcome.get("rc"),
+                     "timed_out": bool(outcome.get("timed_out", False)),
+                     "stopped": bool(outcome.get("stopped", False)), "lost": lost})
     return rows
+
+
+def flagperf_round_over(hosts, hostvars, active, deadline_ms):
+    """Whether a round's wait is over (see ``flagperf_ansible.round_wait.round_over``)."""
+    polls = {str(h): _plain(hostvars[h].get("__node_poll") or {}) for h in hosts}
+    return round_over([str(h) for h in hosts], polls, [str(h) for h in active], float(deadline_ms))
+
+
+def flagperf_node_finished(poll):
+    """Whether a node's ``async_status`` result says it ended."""
+    return node_finished(_plain(poll or {}))
+
+
+def flagperf_node_outcome(poll, deadline_passed=False):
+    """How a node ended, from its last ``async_status`` result (see ``round_wait.node_outcome``)."""
+    return node_outcome(_plain(poll or {}), bool(deadline_passed))
 
 
 def flagperf_launch_argv(round_, noderank, python, root, output_dir, data_dir, master_port):
@@ -122,5 +142,8 @@ class FilterModule:
             "flagperf_container_name": flagperf_container_name,
             "flagperf_plan": flagperf_plan,
             "flagperf_round_hosts": flagperf_round_hosts,
+            "flagperf_round_over": flagperf_round_over,
+            "flagperf_node_finished": flagperf_node_finished,
+            "flagperf_node_outcome": flagperf_node_outcome,
             "flagperf_node_dir": flagperf_node_dir,
         }

@@ -94,6 +94,30 @@ class Cluster:
     hosts: dict[str, str]                 # name -> address
     inventory: Path
     processes: list[subprocess.Popen] = field(default_factory=list)
+    argv: dict[str, list[str]] = field(default_factory=dict)   # host -> its sshd command
+
+    def kill_host(self, name: str) -> None:
+        """The host goes away: its sshd and every session under it (ssh connections, the
+        processes they started) are killed, as if the machine had died."""
+        import psutil
+
+        index = list(self.hosts).index(name)
+        listener = psutil.Process(self.processes[index].pid)
+        doomed = [listener, *listener.children(recursive=True)]
+        for process in doomed:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(doomed, timeout=5)
+
+    def restart_host(self, name: str) -> None:
+        """Start a host's sshd again (after ``kill_host``)."""
+        index = list(self.hosts).index(name)
+        self.processes[index] = subprocess.Popen(
+            self.argv[name], stdout=subprocess.DEVNULL,
+            stderr=open(self.state / f"{name}_sshd.log", "a"))
+        wait_port(self.hosts[name], PORT)
 
     def stop(self) -> None:
         for process in self.processes:
@@ -129,20 +153,21 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
 
     hosts = {f"node{i + 1}": f"{PREFIX}{i + 2}" for i in range(count)}
     processes = []
+    argvs = {}
     for name, address in hosts.items():
         host_key = state / f"{name}_host_ed25519"
         if not host_key.exists():
             run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key))
-        processes.append(subprocess.Popen(
-            ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null",
-             "-o", f"ListenAddress={address}:{PORT}", "-o", f"HostKey={host_key}",
-             "-o", "PidFile=none", "-o", "PasswordAuthentication=no",
-             "-o", "KbdInteractiveAuthentication=no", "-o", "UsePAM=no",
-             "-o", "PermitRootLogin=no", "-o", f"AllowUsers={USER}",
-             "-o", "AuthorizedKeysFile=.ssh/authorized_keys", "-o", "MaxStartups=100"],
-            stdout=subprocess.DEVNULL, stderr=open(state / f"{name}_sshd.log", "a")))
+        argvs[name] = ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null",
+                       "-o", f"ListenAddress={address}:{PORT}", "-o", f"HostKey={host_key}",
+                       "-o", "PidFile=none", "-o", "PasswordAuthentication=no",
+                       "-o", "KbdInteractiveAuthentication=no", "-o", "UsePAM=no",
+                       "-o", "PermitRootLogin=no", "-o", f"AllowUsers={USER}",
+                       "-o", "AuthorizedKeysFile=.ssh/authorized_keys", "-o", "MaxStartups=100"]
+        processes.append(subprocess.Popen(argvs[name], stdout=subprocess.DEVNULL,
+                                          stderr=open(state / f"{name}_sshd.log", "a")))
     cluster = Cluster(state=state, hosts=hosts, inventory=state / "inventory",
-                      processes=processes)
+                      processes=processes, argv=argvs)
     try:
         for address in hosts.values():
             wait_port(address, PORT)

@@ -1,11 +1,10 @@
 """Two hosts for real: sshd on 127.0.0.2-3, a Docker engine, the cpu vendor's image, a
-non-root ssh user; resnet50 across both hosts (1 process each, gloo) through site.yml and
-through the wrapper."""
+non-root ssh user; resnet50 across both hosts (1 process each, gloo) through site.yml. (The
+wrapper on this cluster: tests/test_faults.py.)"""
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -65,14 +64,6 @@ def test_two_host_round_through_site_yml(cluster, project, tmp_path, venv_env):
     document = check_two_host_round(tmp_path)
     print(f"site.yml: 2-host round wall {document['wall_time']:.1f} s, "
           f"e2e_time {document['finished']['e2e_time']:.1f} s")
-
-
-def test_two_host_round_through_the_wrapper(cluster, project, tmp_path, venv_env):
-    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "run", "-i",
-                           str(cluster.inventory), "--results-dir", str(tmp_path)],
-                          cwd=project, capture_output=True, text=True, env=venv_env, timeout=1800)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    check_two_host_round(tmp_path)
 
 
 def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path, venv_env):

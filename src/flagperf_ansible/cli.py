@@ -27,12 +27,18 @@ def _parser() -> argparse.ArgumentParser:
                      help="run this case instead of flagperf_cases "
                           "(model:framework:hardware:nnodes:nproc:repeat); repeatable")
     run.add_argument("--results-dir", help="results folder (default: flagperf_results_dir)")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                     help="continue this run folder: run only its rounds that have not passed "
+                          "(earlier attempts are kept under <round>/attempts/)")
+    run.add_argument("--retries", type=int, default=0, metavar="N",
+                     help="run a round that did not pass up to N more times (default 0)")
 
     validate = sub.add_parser("validate", help="check the inventory and cases; touch no host")
     validate.add_argument("-i", "--inventory", required=True)
 
     summarize = sub.add_parser(
-        "summarize", help="(re)write summary.json/.md/.html of a run, or of a FlagPerf results "
+        "summarize", help="parse a run's rounds again from their raw logs and records and "
+                          "(re)write summary.json/.md/.html; also reads a FlagPerf results "
                           "folder (<case>/round<k>/<ip>_noderank<i>/rank<R>.out.log)")
     summarize.add_argument("run_dir", type=Path)
 
@@ -69,11 +75,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from flagperf_ansible.report import print_summary
     from flagperf_ansible.runner import Wrapper, prepare
 
-    prepared = prepare(project_dir(), args.inventory, args.results_dir, args.case)
+    if args.retries < 0:
+        raise ConfigError("must be 0 or more", "command line", "--retries")
+    if args.resume is not None and args.results_dir:
+        raise ConfigError("takes the run folder's results folder; drop --results-dir",
+                          "command line", "--resume")
+    prepared = prepare(project_dir(), args.inventory, args.results_dir, args.case,
+                       resume=args.resume)
     console = _console()
     console.print(f"run {prepared.run_id}: {len(prepared.plan['rounds'])} round(s) -> "
                   f"{prepared.run_dir}")
-    wrapper = Wrapper(prepared, console)
+    wrapper = Wrapper(prepared, console, retries=args.retries)
     summary = wrapper.run()
     if summary.get("cases"):
         print_summary(summary, console)
@@ -107,7 +119,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         raise ConfigError("neither a flagperf-ansible run (run.json) nor a FlagPerf results "
                           "folder (<case>/round<k>/<ip>_noderank<i>/rank<R>.out.log)",
                           str(args.run_dir))
-    summary = write_summary(args.run_dir)
+    summary = write_summary(args.run_dir, reparse=True)
     print_summary(summary, _console())
     return EXIT_OK if summary["status"] == "passed" else EXIT_FAILED
 

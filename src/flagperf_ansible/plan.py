@@ -42,6 +42,8 @@ class Settings(BaseModel):
     flagperf_workdir: str
     flagperf_python: str
     flagperf_monitor_interval: float = Field(gt=0, le=3600)
+    flagperf_poll_interval: int = Field(default=1, ge=1, le=600)
+    flagperf_wait_slice: int = Field(default=10, ge=1, le=3600)
     flagperf_env: dict[str, str | int | float] = {}
     flagperf_known_hosts_file: str
     flagperf_ssh_public_key: str

@@ -64,11 +64,24 @@ def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
                  interrupted: bool = False, exit_codes_known: bool = True) -> tuple[str, str]:
     """``(status, reason)`` of a round from its hosts' launch results and rank 0's FINISHED.
 
-    ``hosts`` items carry ``host``, ``rc`` (None when unknown) and ``timed_out``. With
-    ``exit_codes_known`` False (FlagPerf's folders keep no exit codes) only FINISHED counts.
+    ``hosts`` items carry ``host``, ``rc`` (None when unknown), ``timed_out``, and optionally
+    ``stopped`` (still running when the round ended: stopped) and ``lost`` (the host left the
+    run, e.g. unreachable). A node that failed comes first in the reason; the nodes stopped
+    because of it are named after. With ``exit_codes_known`` False (FlagPerf's folders keep no
+    exit codes) only FINISHED counts.
     """
     if interrupted:
         return "interrupted", "the run was interrupted"
+    lost = [h["host"] for h in hosts if h.get("lost")]
+    if lost:
+        return "failed", f"host lost during the round: {', '.join(lost)}"
+    if exit_codes_known:
+        failed = [f"{h['host']} (exit {h.get('rc')})" for h in hosts
+                  if h.get("rc") is not None and h.get("rc") != 0]
+        stopped = [h["host"] for h in hosts if h.get("stopped")]
+        if failed:
+            also = f"; stopped {', '.join(stopped)}" if stopped else ""
+            return "failed", f"launch failed on {', '.join(failed)}{also}"
     timed_out = [h["host"] for h in hosts if h.get("timed_out")]
     if timed_out:
         return "timeout", f"no exit within the case timeout on {', '.join(timed_out)}"
@@ -81,6 +94,70 @@ def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
     if finished.get("converged") is not True:
         return "failed", "did not converge to its target"
     return "passed", ""
+
+
+ROUND_START = "round_start.json"     # written when a round begins: key, started_ms
+ROUND_RECORD = "round_record.json"   # what the playbook handed over: round.json's raw input
+ATTEMPTS = "attempts"                # earlier attempts of a round: attempts/<n>/
+
+
+def mark_round_start(run_dir: Path, key: str) -> None:
+    """Note that round ``key`` (``<case_id>/round<k>``) began: ``round_start.json`` with the
+    time (epoch ms). A round with this file and no ``round.json`` was in flight."""
+    write_json(Path(run_dir) / key / ROUND_START,
+               {"key": key, "started_ms": int(time.time() * 1000)})
+
+
+def keep_attempt(run_dir: Path, key: str) -> int | None:
+    """Move a round's files (a failed, timed-out or interrupted attempt) to ``attempts/<n>/``
+    under its folder, so that the round can run again without counting twice; returns ``n``,
+    or None when there was nothing to keep."""
+    round_dir = Path(run_dir) / key
+    entries = [p for p in round_dir.iterdir() if p.name != ATTEMPTS] if round_dir.is_dir() else []
+    if not entries:
+        return None
+    attempts = round_dir / ATTEMPTS
+    number = 1 + max((int(p.name) for p in attempts.iterdir() if p.name.isdigit()), default=0) \
+        if attempts.is_dir() else 1
+    target = attempts / str(number)
+    target.mkdir(parents=True)
+    for entry in entries:
+        os.replace(entry, target / entry.name)
+    return number
+
+
+def _attempts(round_dir: Path) -> list[dict[str, Any]]:
+    """round.json's ``attempts``: each earlier attempt's status, reason and hosts."""
+    found = []
+    folder = round_dir / ATTEMPTS
+    for path in sorted(folder.glob("*/round.json"), key=lambda p: int(p.parent.name)):
+        earlier = _read_optional(path) or {}
+        found.append({
+            "attempt": int(path.parent.name),
+            "status": earlier.get("status", "failed"),
+            "reason": earlier.get("reason", ""),
+            "failed_hosts": earlier.get("failed_hosts", []),
+            "hosts": [n.get("host") for n in earlier.get("nodes", [])],
+            "started_ms": earlier.get("started_ms"),
+            "ended_ms": earlier.get("ended_ms"),
+        })
+    return found
+
+
+def round_status_of(run_dir: Path, key: str) -> str | None:
+    """The status in a round's round.json, or None when it has none (not run, or in flight)."""
+    document = _read_optional(Path(run_dir) / key / "round.json")
+    return document.get("status") if isinstance(document, dict) else None
+
+
+def refinalize_round(round_dir: Path) -> dict[str, Any] | None:
+    """Parse a round again from its raw artifacts (``round_record.json`` and the fetched files)
+    into ``round.json``; None when the round has no record (e.g. a FlagPerf folder)."""
+    record = _read_optional(round_dir / ROUND_RECORD)
+    if not isinstance(record, dict):
+        return None
+    record["run_dir"] = str(round_dir.parent.parent)
+    return finalize_round(record)
 
 
 def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
@@ -101,11 +178,23 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         that died says so), utilisation, memory, power, energy.
     """
     round_dir = Path(record["run_dir"]) / record["key"]
+    record = dict(record)
+    record.setdefault("case_id", record["key"].split("/")[0])
+    record.setdefault("round", int(record["key"].rsplit("round", 1)[-1]))
+    start = _read_optional(round_dir / ROUND_START) or {}
+    if record.get("interrupted") or not record.get("started_ms"):
+        record["started_ms"] = start.get("started_ms") or record.get("started_ms")
+    record.setdefault("ended_ms", int(time.time() * 1000))
+    # The raw input is kept beside the logs: `summarize` parses the round again from both.
     mask = bool(record.get("mask_hosts"))
+    write_json(round_dir / ROUND_RECORD, Masker(record.get("plan_hosts") or [], mask)(
+        {k: v for k, v in record.items() if k != "run_dir"}))
     ranks: dict[str, Any] = {}
     bad_lines = 0
     events_by_rank = []
     for path in find_rank_logs(round_dir):
+        if ATTEMPTS in path.relative_to(round_dir).parts:
+            continue
         log = parse_rank_log(path)
         bad_lines += log.bad_lines
         events_by_rank.append(log.events)
@@ -122,7 +211,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         sys_info = node / "sys_info.json"
         nodes.append({
             "host": host["host"], "noderank": int(host["noderank"]), "rc": host.get("rc"),
-            "timed_out": bool(host.get("timed_out")), "dir": node.name,
+            "timed_out": bool(host.get("timed_out")), "stopped": bool(host.get("stopped")),
+            "lost": bool(host.get("lost")), "dir": node.name,
             "files": sorted(p.name for p in node.iterdir()) if node.is_dir() else [],
             "sys_info": _read_optional(sys_info),
         })
@@ -142,7 +232,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         "started_ms": started,
         "ended_ms": ended,
         "wall_time": (ended - started) / 1000.0 if started and ended else None,
-        "failed_hosts": [h["host"] for h in hosts if h.get("rc") != 0 or h.get("timed_out")],
+        "failed_hosts": [h["host"] for h in hosts
+                         if h.get("rc") != 0 or h.get("timed_out") or h.get("lost")],
         "finished": finished,
         "ranks": ranks,
         "unparsed_perflog_lines": bad_lines,
@@ -153,6 +244,9 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
                                    finished, ended),
         "mfu": round_mfu(record.get("mfu_basis"), finished),
     }
+    attempts = _attempts(round_dir)
+    if attempts:
+        document["attempts"] = attempts
     document = Masker(record.get("plan_hosts") or [], mask)(document)
     write_json(round_dir / "round.json", document)
     return document
@@ -284,11 +378,30 @@ def _write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_summary(run_dir: Path, html: bool = True) -> dict[str, Any]:
+def reparse_rounds(run_dir: Path) -> int:
+    """Write every round.json of a run again from raw artifacts (``refinalize_round``); a round
+    that began but left neither record nor round.json (its run was killed) is written as
+    ``interrupted``. Returns the number of rounds written."""
+    count = 0
+    for start in sorted(run_dir.glob(f"*/round*/{ROUND_START}")):
+        round_dir = start.parent
+        if refinalize_round(round_dir) is not None:
+            count += 1
+        elif not (round_dir / "round.json").is_file():
+            finalize_round({"run_dir": str(run_dir), "key": f"{round_dir.parent.name}/{round_dir.name}",
+                            "interrupted": True, "hosts": []})
+            count += 1
+    return count
+
+
+def write_summary(run_dir: Path, html: bool = True, reparse: bool = False) -> dict[str, Any]:
     """Rebuild ``summary.json``, ``summary.md`` and (``html``) ``summary.html`` from the run's
-    round.json files; a FlagPerf results folder is first read with ``import_flagperf``."""
+    round.json files (with ``reparse``, first each round.json from its raw artifacts, see
+    ``reparse_rounds``); a FlagPerf results folder is first read with ``import_flagperf``."""
     from flagperf_ansible.report import summary_html, summary_markdown
 
+    if reparse:
+        reparse_rounds(run_dir)
     if is_flagperf_layout(run_dir):
         import_flagperf(run_dir)
     summary = build_summary(run_dir)

@@ -3,7 +3,13 @@
 Steps: ``playbooks/preflight.yml``, ``playbooks/prepare.yml``, then ``playbooks/rounds.yml`` once per case round
 (``flagperf_select``), then ``playbooks/report.yml``: the same playbooks ``site.yml`` imports,
 so both entry points write the same results. A rich progress bar shows the case, round and
-current task; Ctrl-C cancels the step in flight and the summary of what ran is still written.
+current task.
+
+Ctrl-C or SIGTERM cancels the step in flight, then ``playbooks/cleanup.yml`` stops that round
+on its hosts (containers, processes, monitors), fetches what it wrote, records it as
+``interrupted`` and writes the summary of what ran. ``retries`` re-runs a round that did not
+pass, keeping the failed attempt under ``<round>/attempts/<n>/``; ``resume`` continues a run
+folder, running only the rounds that have not passed.
 """
 
 from __future__ import annotations
@@ -46,12 +52,19 @@ def new_run_id() -> str:
 
 
 def prepare(project: Path, inventory: str, results_dir: str | None = None,
-            cases: list[str] | None = None, run_id: str | None = None) -> Prepared:
-    """Load and validate the inventory with the command-line overrides.
+            cases: list[str] | None = None, run_id: str | None = None,
+            resume: Path | None = None) -> Prepared:
+    """Load and validate the inventory with the command-line overrides; with ``resume`` (a run
+    folder), the run's id and results folder are that folder's.
 
     Raises:
         ConfigError: the first bad input, naming its file and key.
     """
+    if resume is not None:
+        resume = Path(resume).resolve()
+        if not (resume / "run.json").is_file():
+            raise ConfigError("not a run folder (no run.json) to resume", str(resume))
+        results_dir, run_id = str(resume.parent), resume.name
     inv = load_inventory(inventory, project)
     settings = dict(inv.settings)
     origins = dict(inv.origins)
@@ -86,9 +99,10 @@ class Wrapper:
         console: a ``rich.console.Console``.
     """
 
-    def __init__(self, prepared: Prepared, console: Any) -> None:
+    def __init__(self, prepared: Prepared, console: Any, retries: int = 0) -> None:
         self.prepared = prepared
         self.console = console
+        self.retries = retries
         self.interrupted = False
         self._progress = None
         self._task = None
@@ -110,7 +124,8 @@ class Wrapper:
     def _cancelled(self) -> bool:
         return self.interrupted
 
-    def _run_step(self, ident: str, playbook: str, extravars: dict[str, Any]) -> StepResult:
+    def _run_step(self, ident: str, playbook: str, extravars: dict[str, Any],
+                  cancellable: bool = True) -> StepResult:
         import ansible_runner
 
         self._failures: list[str] = []
@@ -135,7 +150,7 @@ class Wrapper:
                 quiet=True,
                 suppress_env_files=True,
                 event_handler=self._on_event,
-                cancel_callback=self._cancelled,
+                cancel_callback=self._cancelled if cancellable else None,
             )
             # ansible-runner finds ansible-playbook on PATH: prefer the one beside this Python.
             os.environ["PATH"] = env["PATH"]
@@ -156,42 +171,66 @@ class Wrapper:
 
         prepared = self.prepared
         rounds = prepared.plan["rounds"]
-        previous = signal.signal(signal.SIGINT, self._interrupt)
+        previous = {sig: signal.signal(sig, self._interrupt)
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=self.console, transient=False) as progress:
                 self._progress = progress
                 self._task = progress.add_task("preflight", total=len(rounds))
-                self._label = "preflight"
-                step = self._run_step("preflight", "playbooks/preflight.yml", prepared.extravars)
-                if step.status != "successful":
-                    self._report_failure("preflight", step)
-                    return self._finish()
-                self._label = "prepare"
-                progress.update(self._task, description="prepare")
-                step = self._run_step("prepare", "playbooks/prepare.yml", prepared.extravars)
-                if step.status != "successful":
-                    self._report_failure("prepare", step)
-                    return self._finish()
+                for label, playbook in (("preflight", "playbooks/preflight.yml"),
+                                        ("prepare", "playbooks/prepare.yml")):
+                    self._label = label
+                    progress.update(self._task, description=label)
+                    step = self._run_step(label, playbook, prepared.extravars)
+                    if step.status != "successful":
+                        self._report_failure(label, step)
+                        return self._finish()
                 for item in rounds:
                     if self.interrupted:
                         break
-                    self._label = f"{item['case_id']} round {item['round']}/{len([r for r in rounds if r['case_id'] == item['case_id']])}"
+                    per_case = len([r for r in rounds if r["case_id"] == item["case_id"]])
+                    self._label = f"{item['case_id']} round {item['round']}/{per_case}"
                     progress.update(self._task, description=self._label)
-                    step = self._run_step(
-                        f"round-{item['case_id']}-{item['round']}", "playbooks/rounds.yml",
-                        {**prepared.extravars, "flagperf_select": item["key"]})
-                    if step.status != "successful":
-                        self._report_failure(item["key"], step)
+                    self._run_round(item["key"])
                     progress.advance(self._task)
                 self._label = "report"
                 if not self.interrupted:
                     self._run_step("report", "playbooks/report.yml", prepared.extravars)
                 progress.update(self._task, description="done")
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self._progress = None
         return self._finish()
+
+    def _run_round(self, key: str) -> None:
+        """One round, again while it fails and retries are left; skipped when it passed already
+        (resume). An interrupt stops it on its hosts (cleanup) and records it as interrupted."""
+        run_dir = self.prepared.run_dir
+        for attempt in range(self.retries + 1):
+            if results.round_status_of(run_dir, key) == "passed":
+                if attempt == 0:
+                    self.console.print(f"{key}: passed already, not run again")
+                return
+            if results.keep_attempt(run_dir, key) is not None:
+                self.console.print(f"{key}: earlier attempt kept under {key}/attempts/")
+            step = self._run_step(f"round-{key.replace('/', '-')}-{attempt}",
+                                  "playbooks/rounds.yml",
+                                  {**self.prepared.extravars, "flagperf_select": key})
+            if self.interrupted:
+                self._clean_up(key)
+                return
+            if step.status != "successful":
+                self._report_failure(key, step)
+
+    def _clean_up(self, key: str) -> None:
+        self.console.print(f"[yellow]{key}: stopping the round on its hosts...[/yellow]")
+        self._label = "cleanup"
+        step = self._run_step("cleanup", "playbooks/cleanup.yml",
+                              {**self.prepared.extravars, "flagperf_select": key}, cancellable=False)
+        if step.status != "successful":
+            self._report_failure("cleanup", step)
 
     def _finish(self) -> dict[str, Any]:
         run_dir = self.prepared.run_dir
@@ -203,7 +242,8 @@ class Wrapper:
         if self.interrupted:
             raise KeyboardInterrupt
         self.interrupted = True
-        self.console.print("[yellow]interrupted: stopping the current step...[/yellow]")
+        self.console.print("[yellow]interrupted: stopping the current step "
+                           "(again to give up on cleaning up)...[/yellow]")
 
     def _report_failure(self, label: str, step: StepResult) -> None:
         self.console.print(f"[red]{label}: {step.status}[/red]")

@@ -1,0 +1,310 @@
+"""Faults on the loopback cluster (two sshd hosts, a real Docker engine), with the diagnostic
+case: a host unreachable at start and lost mid-run, a container failing on one host, a hang past
+the timeout, a monitor that dies, SIGINT and SIGTERM to the wrapper and to ansible-playbook,
+--retries and --resume. After each: no container, case process or monitor left on any host."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+import loopback_cluster
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("benchmarks", "vendors", "roles", "playbooks", "filter_plugins", "callback_plugins",
+         "schemas", "site.yml", "ansible.cfg")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    missing = loopback_cluster.problems()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide the test cluster: " + "; ".join(missing))
+        pytest.skip("no test cluster here: " + "; ".join(missing))
+    running = loopback_cluster.start(tmp_path_factory.mktemp("cluster"), count=2)
+    yield running
+    running.stop()
+
+
+class Scene:
+    """A copy of the checkout with the diagnostic case's parameters set for a fault, and the
+    commands that run it on the cluster."""
+
+    def __init__(self, cluster, tmp_path: Path, params: dict, runtime: str = "none",
+                 nnodes: int = 2, timeout: int = 120, extra_cases: list | None = None):
+        self.cluster = cluster
+        self.project = tmp_path / "project"
+        self.results = tmp_path / "results"
+        for part in PARTS:
+            source = ROOT / part
+            if source.is_dir():
+                shutil.copytree(source, self.project / part,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(source, self.project / part)
+        self.set_params(params, nnodes)
+        cases = [{"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": nnodes,
+                  "nproc_per_node": 1, "repeat": 1, "timeout": timeout}] + (extra_cases or [])
+        self.extra = {"flagperf_cases": cases, "flagperf_container_runtime": runtime,
+                      "flagperf_clear_caches": False, "flagperf_wait_slice": 3,
+                      "flagperf_results_dir": str(self.results)}
+        self.env = dict(os.environ, FLAGPERF_PROJECT_DIR=str(self.project),
+                        ANSIBLE_CONFIG=str(self.project / "ansible.cfg"),
+                        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+    def set_params(self, params: dict, nnodes: int = 2) -> None:
+        folder = self.project / "vendors/cpu/sleep-pytorch/config"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"cpux{nnodes}x1.yaml").write_text(yaml.safe_dump(params))
+
+    def playbook(self, *extra: str, background: bool = False):
+        argv = ["ansible-playbook", "site.yml", "-i", str(self.cluster.inventory),
+                "-e", json.dumps(self.extra), *extra]
+        if background:
+            return subprocess.Popen(argv, cwd=self.project, env=self.env, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return subprocess.run(argv, cwd=self.project, env=self.env, capture_output=True,
+                              text=True, timeout=600)
+
+    def wrapper(self, *extra: str, background: bool = False):
+        inventory = self.write_inventory()
+        argv = [sys.executable, "-m", "flagperf_ansible", "run", "-i", str(inventory), *extra]
+        if background:
+            return subprocess.Popen(argv, cwd=self.project, env=self.env, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return subprocess.run(argv, cwd=self.project, env=self.env, capture_output=True,
+                              text=True, timeout=600)
+
+    def write_inventory(self) -> Path:
+        """The cluster's inventory with this scene's settings in its group_vars."""
+        target = self.project.parent / "inventory"
+        if not target.exists():
+            shutil.copytree(self.cluster.inventory, target)
+            group_vars = target / "group_vars" / "all.yml"
+            settings = yaml.safe_load(group_vars.read_text())
+            settings.update(self.extra)
+            group_vars.write_text(yaml.safe_dump(settings, sort_keys=False))
+        return target
+
+    def run_dir(self) -> Path:
+        (found,) = [p for p in self.results.iterdir() if p.name.startswith("run")]
+        return found
+
+    def round(self, case_id: str = "sleep-pytorch-cpux2x1", number: int = 1) -> dict:
+        return json.loads((self.run_dir() / case_id / f"round{number}" / "round.json").read_text())
+
+    def wait_for_round_start(self, process, case_id="sleep-pytorch-cpux2x1", seconds=300):
+        """Block until the round's case runs on both hosts, its monitors sampling."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.stdout.read()[-3000:]
+            started = list(self.results.glob(f"run*/{case_id}/round1/round_start.json"))
+            if started:
+                run_id = started[0].parents[2].name
+                if len(case_processes(run_id)) + len(containers(run_id)) >= 2:
+                    time.sleep(2)   # let the monitors take a few samples
+                    return
+            time.sleep(0.5)
+        process.kill()
+        raise AssertionError("the round did not start: " + process.communicate()[0][-3000:])
+
+
+def containers(run_id: str = "") -> list[str]:
+    """Round containers (of one run) on the (shared) Docker engine."""
+    return subprocess.run(["docker", "ps", "-a", "--filter", f"name=flagperf-{run_id}",
+                           "--format", "{{.Names}}"], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def _processes(run_id: str, script: str) -> list[int]:
+    """The cluster user's processes running ``script`` whose command line names ``run_id``
+    (in their output folder): the case's (runtime none) or the monitors."""
+    return [p.pid for p in psutil.process_iter(["cmdline", "username"])
+            if p.info["username"] == loopback_cluster.USER
+            and any(script in a for a in p.info["cmdline"] or [])
+            and any(run_id in a for a in p.info["cmdline"] or [])]
+
+
+def case_processes(run_id: str) -> list[int]:
+    return _processes(run_id, "run_sleep.py")
+
+
+def monitors(run_id: str) -> list[int]:
+    return _processes(run_id, "sys_monitor")
+
+
+def nothing_left(run_id: str) -> None:
+    """No container, case process or monitor of the run on any host."""
+    deadline = time.monotonic() + 10       # a killed process may take a moment to be reaped
+    found = lambda: (containers(run_id), case_processes(run_id), monitors(run_id))  # noqa: E731
+    while time.monotonic() < deadline and any(found()):
+        time.sleep(0.5)
+    assert found() == ([], [], [])
+
+
+def test_unreachable_host_at_start_stops_in_preflight(cluster, tmp_path):
+    scene = Scene(cluster, tmp_path, {"duration": 0.5})
+    inventory = scene.write_inventory()
+    hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+    group = hosts["all"]["children"]["flagperf_hosts"]["hosts"]
+    group["node2"]["ansible_host"] = f"{loopback_cluster.PREFIX}250"    # nothing listens there
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    done = subprocess.run(["ansible-playbook", "site.yml", "-i", str(inventory)],
+                          cwd=scene.project, env=scene.env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0
+    assert "UNREACHABLE" in done.stdout and "node2" in done.stdout
+    assert "TASK [Ship benchmarks/" not in done.stdout          # prepare never began
+    assert not list(scene.results.glob("run*/*/round1"))
+
+
+def test_host_lost_mid_run_fails_its_round_and_the_next_case_runs(cluster, tmp_path):
+    one_host = {"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
+                "nproc_per_node": 1, "repeat": 1, "timeout": 60}
+    scene = Scene(cluster, tmp_path, {"duration": 40.0}, extra_cases=[one_host])
+    running = scene.playbook(background=True)
+    try:
+        scene.wait_for_round_start(running)
+        cluster.kill_host("node2")
+        output, _ = running.communicate(timeout=300)
+    finally:
+        if running.poll() is None:
+            running.kill()
+        cluster.restart_host("node2")
+    lost = scene.round()
+    assert lost["status"] == "failed" and "node2" in lost["reason"], lost["reason"]
+    assert "node2" in lost["failed_hosts"]
+    assert lost["wall_time"] < 40, "the round waited for the lost host's full duration"
+    assert scene.round("sleep-pytorch-cpux1x1")["status"] == "passed", output[-3000:]
+    summary = json.loads((scene.run_dir() / "summary.json").read_text())
+    assert [c["status"] for c in summary["cases"]] == ["failed", "passed"]
+    nothing_left(scene.run_dir().name)
+
+
+def test_container_failing_on_one_host_stops_the_others(cluster, tmp_path):
+    # Rank 1 exits 3 at once; rank 0 then waits forever, as a rank in a collective would.
+    scene = Scene(cluster, tmp_path, {"duration": 0.5, "exit_code": 3, "fault_rank": 1},
+                  runtime="docker", timeout=300)
+    started = time.monotonic()
+    done = scene.playbook()
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stdout[-3000:]
+    document = scene.round()
+    assert document["status"] == "failed"
+    assert "node2 (exit 3)" in document["reason"] and "stopped node1" in document["reason"]
+    nodes = {n["host"]: n for n in document["nodes"]}
+    assert nodes["node2"]["rc"] == 3 and nodes["node1"]["stopped"] is True
+    assert elapsed < 300, "the healthy host's container was not stopped before the timeout"
+    # What the failed node wrote is kept: its rank log and the container's own log.
+    node2 = scene.run_dir() / "sleep-pytorch-cpux2x1/round1/node2_noderank1"
+    assert '"event": "FINISHED"' in (node2 / "rank1.out.log").read_text()
+    nothing_left(scene.run_dir().name)
+
+
+def test_hang_past_the_timeout_is_killed_and_marked_timeout(cluster, tmp_path):
+    scene = Scene(cluster, tmp_path, {"duration": 0.5, "hang": True}, timeout=8)
+    done = scene.playbook()
+    assert done.returncode == 0, done.stdout[-3000:]
+    document = scene.round()
+    assert document["status"] == "timeout", document["reason"]
+    assert {n["host"] for n in document["nodes"] if n["timed_out"]} == {"node1", "node2"}
+    nothing_left(scene.run_dir().name)
+
+
+def test_a_monitor_that_dies_is_reported_and_the_round_still_counts(cluster, tmp_path):
+    scene = Scene(cluster, tmp_path, {"duration": 12.0})
+    running = scene.playbook(background=True)
+    try:
+        scene.wait_for_round_start(running)
+        victim = monitors(scene.run_dir().name)[0]
+        os.kill(victim, signal.SIGKILL)
+        output, _ = running.communicate(timeout=300)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert running.returncode == 0, output[-3000:]
+    document = scene.round()
+    assert document["status"] == "passed"
+    states = {name: node["status"] for name, node in document["monitor"]["nodes"].items()}
+    assert sorted(states.values()) == ["died", "ok"], states
+    nothing_left(scene.run_dir().name)
+
+
+# The wrapper takes SIGINT and SIGTERM with one handler; ansible-playbook takes them apart
+# (its own SIGINT path, and the results callback's SIGTERM), so both are run there.
+@pytest.mark.parametrize("entry, signum", [("wrapper", signal.SIGINT),
+                                           ("playbook", signal.SIGINT),
+                                           ("playbook", signal.SIGTERM)],
+                         ids=["wrapper-SIGINT", "playbook-SIGINT", "playbook-SIGTERM"])
+def test_interrupt_stops_everything_and_keeps_the_round(cluster, tmp_path, entry, signum):
+    scene = Scene(cluster, tmp_path, {"duration": 0.5, "hang": True}, runtime="docker",
+                  timeout=600)
+    running = (scene.wrapper(background=True) if entry == "wrapper"
+               else scene.playbook(background=True))
+    try:
+        scene.wait_for_round_start(running)
+        running.send_signal(signum)
+        output, _ = running.communicate(timeout=300)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert running.returncode == (130 if entry == "wrapper" else 99), output[-3000:]
+    document = scene.round()
+    assert document["status"] == "interrupted", output[-3000:]
+    for node in ("node1_noderank0", "node2_noderank1"):
+        folder = scene.run_dir() / "sleep-pytorch-cpux2x1/round1" / node
+        assert (folder / "sys_monitor.csv").is_file(), output[-5000:]
+    summary = json.loads((scene.run_dir() / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["cases"][0]["rounds"][0]["status"] == "interrupted"
+    nothing_left(scene.run_dir().name)
+
+
+def test_retries_keep_the_failed_attempt_and_resume_runs_only_what_did_not_pass(cluster,
+                                                                                  tmp_path):
+    passing = {"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
+               "nproc_per_node": 1, "repeat": 1, "timeout": 60}
+    scene = Scene(cluster, tmp_path, {"duration": 0.5, "exit_code": 4}, extra_cases=[passing])
+    done = scene.wrapper("--retries", "1")
+    assert done.returncode == 1, done.stdout[-3000:]
+    run_dir = scene.run_dir()
+    failing = scene.round()
+    assert failing["status"] == "failed"
+    assert [(a["attempt"], a["status"]) for a in failing["attempts"]] == [(1, "failed")]
+    assert failing["attempts"][0]["failed_hosts"] == ["node1", "node2"]
+    assert (run_dir / "sleep-pytorch-cpux2x1/round1/attempts/1/round.json").is_file()
+    passed_before = scene.round("sleep-pytorch-cpux1x1")
+    assert passed_before["status"] == "passed"
+
+    scene.set_params({"duration": 0.5})                       # the fault is fixed
+    done = scene.wrapper("--resume", str(run_dir))
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "sleep-pytorch-cpux1x1/round1: passed already" in done.stdout
+    resumed = scene.round()
+    assert resumed["status"] == "passed"
+    assert [a["attempt"] for a in resumed["attempts"]] == [1, 2]
+    assert scene.round("sleep-pytorch-cpux1x1")["started_ms"] == passed_before["started_ms"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "passed"
+    assert [c["rounds_planned"] for c in summary["cases"]] == [1, 1]
+
+    # summarize parses every round again from the raw artifacts alone.
+    (run_dir / "sleep-pytorch-cpux2x1/round1/round.json").unlink()
+    (run_dir / "summary.json").unlink()
+    again = subprocess.run([sys.executable, "-m", "flagperf_ansible", "summarize", str(run_dir)],
+                           cwd=scene.project, env=scene.env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert scene.round()["status"] == "passed"
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "passed"
+    nothing_left(scene.run_dir().name)
