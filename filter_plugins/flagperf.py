@@ -71,6 +71,20 @@ def _host_settings(hostvars, host):
     return found
 
 
+def _host_vars_file(inventory_source, host: str) -> str:
+    """Where ``host``'s own variables most likely are, as shown in error messages."""
+    source = Path(str(inventory_source))
+    base = source if source.is_dir() else source.parent
+    for name in (f"{host}.yml", f"{host}.yaml", host):
+        if (base / "host_vars" / name).exists():
+            path = (base / "host_vars" / name).resolve()
+            try:
+                return str(path.relative_to(Path.cwd()))
+            except ValueError:
+                return str(path)
+    return f"host {host}'s variables"
+
+
 def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
     """Validate the ``flagperf_*`` settings and return the run plan (see ``build_plan``).
 
@@ -106,15 +120,23 @@ def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
         common = {k: v for k, v in per_host[0].items()
                   if all(k in other and other[k] == v for other in per_host[1:])}
         main = {**base, **common}
-        views = [main] + [{**main, **own} for own in per_host]
-        plan = None
-        for view in [v for i, v in enumerate(views) if v not in views[:i]]:
+        views = [(None, main)] + [(h, {**main, **own}) for h, own in zip(hosts, per_host)]
+        plan, seen = None, []
+        for host, view in views:
+            if view in seen:
+                continue
+            seen.append(view)
             origins = {}
             if inventory is not None:
-                # A value that differs from the inventory's own came from extra vars (-e).
+                # A value that differs from the inventory's own came from extra vars (-e)...
                 origins = {k: src for k, src in inventory.origins.items()
                            if view.get(k) == inventory.settings.get(k)
                            or "{{" in str(inventory.settings.get(k))}
+            if host is not None:
+                # ...unless only this host has it: its host_vars.
+                where = _host_vars_file(inventory_source, host)
+                origins.update({k: where for k, v in view.items()
+                                if k not in origins and main.get(k) != v})
             checked = build_plan(view, origins, hosts, addresses, project)
             plan = plan or checked
         return plan

@@ -189,6 +189,25 @@ def _check_connections(hosts: list[str], groups: dict[str, Any], base: Path, sho
     check_hosts(hosts, values, lambda host, name: origin.get((host, name), shown))
 
 
+def _check_host_settings(hosts: list[str], groups: dict[str, Any], base: Path, shown: str,
+                         settings: dict[str, Any], origins: dict[str, str]) -> None:
+    """A host's own ``flagperf_*`` variables (inline or host_vars) are checked like the
+    group's: Ansible gives them to that host's plays."""
+    from flagperf_ansible.plan import check_settings
+
+    for host in hosts:
+        own: dict[str, Any] = {}
+        own_origins: dict[str, str] = {}
+        sources = [((g.get("hosts") or {}).get(host) or {}, shown) for g in groups.values()]
+        sources += [(_mapping(f), _shown(f)) for f in _vars_files(base / "host_vars", host)]
+        for variables, file in sources:
+            for key, value in variables.items():
+                if str(key).startswith("flagperf_"):
+                    own[key], own_origins[key] = value, file
+        if own:
+            check_settings({**settings, **own}, {**origins, **own_origins})
+
+
 def load_inventory(path: str | Path, project: Path) -> Inventory:
     """Load ``path`` (file or directory) with its group_vars and host_vars.
 
@@ -245,6 +264,7 @@ def load_inventory(path: str | Path, project: Path) -> Inventory:
     merge((groups.get(HOST_GROUP) or {}).get("vars") or {}, shown)
     for vars_file in _vars_files(base / "group_vars", HOST_GROUP):
         merge(_mapping(vars_file), _shown(vars_file))
+    _check_host_settings(hosts, groups, base, shown, settings, origins)
     return Inventory(path=path, hosts=hosts, host_vars=host_vars, settings=settings, origins=origins)
 
 

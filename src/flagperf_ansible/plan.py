@@ -228,6 +228,26 @@ class Settings(BaseModel):
         return value
 
 
+def check_settings(settings: Mapping[str, Any], origins: Mapping[str, str]) -> Settings:
+    """Check the ``flagperf_*`` settings alone (names, types, safe values), without planning.
+
+    Args:
+        settings: every ``flagperf_*`` variable with its value.
+        origins: the file each setting came from ("extra vars" where none is known).
+
+    Raises:
+        ConfigError: an unknown setting or a bad value, naming its file and key.
+    """
+    def origin(key: str) -> str:
+        return origins.get(key, "extra vars")
+
+    unknown = sorted(k for k in settings if k not in Settings.model_fields)
+    if unknown:
+        raise ConfigError("unknown setting (a typo?)", origin(unknown[0]), unknown[0])
+    with raise_first(origin):
+        return Settings.model_validate(dict(settings))
+
+
 def _host_path(root: str, path: str) -> str:
     """A host path: relative paths are under ``flagperf_root``."""
     if not path or path.startswith("/") or _templated(root):
@@ -270,11 +290,7 @@ def build_plan(
     def origin(key: str) -> str:
         return origins.get(key, "extra vars")
 
-    unknown = sorted(k for k in settings if k not in Settings.model_fields)
-    if unknown:
-        raise ConfigError("unknown setting (a typo?)", origin(unknown[0]), unknown[0])
-    with raise_first(origin):
-        parsed = Settings.model_validate(dict(settings))
+    parsed = check_settings(settings, origins)
 
     vendor_dir = project / "vendors" / parsed.flagperf_vendor
     if not (vendor_dir / "vendor.yml").is_file():
@@ -375,4 +391,4 @@ def build_plan(
     }
 
 
-__all__ = ["Settings", "build_plan", "round_key", "CaseSpec"]
+__all__ = ["Settings", "build_plan", "check_settings", "load_vendor", "round_key", "CaseSpec"]
