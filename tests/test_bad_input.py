@@ -177,6 +177,8 @@ CORPUS = [
     Bad("master_port-in-the-host-group-vars",
         "inv/group_vars/flagperf_hosts.yml: flagperf_master_port", "valid integer",
         files={"group_vars/flagperf_hosts.yml": "flagperf_master_port: 29500.5\n"}),
+    Bad("setting-typo-in-host_vars", "inv/host_vars/node1.yml: flagperf_pythn", "unknown setting",
+        files={"host_vars/node1.yml": "flagperf_pythn: /usr/bin/python3\n"}),
     Bad("runtime-unknown", "inv/group_vars/all.yml: flagperf_container_runtime", "'none'",
         vars={**cases(SLEEP), "flagperf_container_runtime": "podman"}),
     Bad("clear_caches-not-a-boolean", "inv/group_vars/all.yml: flagperf_clear_caches",
@@ -312,10 +314,13 @@ def outcomes(request, tmp_path_factory) -> dict[str, tuple[Path, subprocess.Comp
     """Each selected corpus case's folder and CLI outcome, run a few at a time (every case is
     still its own process with its own folder)."""
     selected = [item.callspec.params["bad"] for item in request.session.items
-                if item.originalname == "test_bad_input_is_one_line_exit_2_and_nothing_runs"]
+                if getattr(item, "originalname", "") == "test_bad_input_is_one_line_exit_2_and_nothing_runs"]
+
+    corpus = tmp_path_factory.mktemp("corpus")
 
     def one(bad: Bad) -> tuple[str, tuple[Path, subprocess.CompletedProcess]]:
-        base = tmp_path_factory.mktemp(bad.id)
+        base = corpus / bad.id
+        base.mkdir()
         return bad.id, (base, run_cli(base, bad))
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -364,7 +369,7 @@ def test_the_observables_see_a_run_that_starts(tmp_path):
 
 PLAYBOOK_CASES = [bad for bad in CORPUS if bad.id in {
     "inventory-hosts-a-list", "ansible_host-read-as-an-ssh-option", "nnodes-above-the-hosts",
-    "master_port-in-the-host-group-vars"}]
+    "master_port-in-the-host-group-vars", "setting-typo-in-host_vars"}]
 
 
 @pytest.mark.parametrize("bad", PLAYBOOK_CASES, ids=lambda bad: bad.id)
