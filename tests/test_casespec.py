@@ -17,7 +17,7 @@ def test_flagperf_key_and_mapping_give_the_same_spec():
 def test_bare_key_has_no_data_dir_and_default_timeout():
     spec = parse_case_spec("sleep:pytorch:cpu:1:1:2")
     assert (spec.model, spec.nnodes, spec.nproc_per_node, spec.repeat) == ("sleep", 1, 1, 2)
-    assert spec.data_dir == "" and spec.timeout == 0
+    assert spec.data_dir == "" and spec.timeout is None
 
 
 @pytest.mark.parametrize("key, fragment", [

@@ -12,34 +12,69 @@ Two input forms give the same structure:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from flagperf_ansible.errors import ConfigError, raise_first
 
 #: Names that end up in paths, container names and command lines.
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-#: Paths that end up in command lines: no shell metacharacters, no parent-directory steps.
-PATH_PATTERN = re.compile(r"^[A-Za-z0-9_./+@-]{1,4096}$")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: Paths that end up in command lines: no shell metacharacters, no parent-directory steps,
+#: no leading '-' (it would read as an option).
+PATH_PATTERN = re.compile(r"[A-Za-z0-9_./+@][A-Za-z0-9_./+@-]{0,4095}")
 
 SPEC_KEYS = ("model", "framework", "hardware", "nnodes", "nproc_per_node", "repeat")
 
 
 def check_name(value: str) -> str:
-    if not NAME_PATTERN.match(value):
+    """Accept a name that is safe in a path, a container name and an argv element.
+
+    Raises:
+        ValueError: anything but letters, digits, '_', '.', '-' (not first), or over 64 long.
+    """
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a safe name (letters, digits, '_', '.', '-'; at most 64)"
+            f"{value!r} is not a safe name (letters, digits, '_', '.', '-'; not starting "
+            f"with '-', '.' or '_'; at most 64)"
         )
     return value
 
 
-def check_path(value: str) -> str:
-    if not PATH_PATTERN.match(value) or ".." in value.split("/"):
+def check_path(value: str, home: bool = False) -> str:
+    """Accept a path that is safe in an argv element and under a folder.
+
+    Args:
+        value: the path.
+        home: also accept a leading ``~/`` (a controller path under the user's home).
+
+    Raises:
+        ValueError: a shell metacharacter, space, newline, a ``..`` step, or a leading '-'.
+    """
+    rest = value[2:] if home and isinstance(value, str) and value.startswith("~/") else value
+    if not isinstance(rest, str) or not PATH_PATTERN.fullmatch(rest) \
+            or ".." in rest.split("/"):
+        allowed = "'~/' first, " if home else ""
         raise ValueError(
-            f"{value!r} is not a safe path (letters, digits, '_', '.', '/', '+', '@', '-'; no '..')"
+            f"{value!r} is not a safe path ({allowed}letters, digits, '_', '.', '/', '+', '@', "
+            f"'-'; not starting with '-'; no '..')"
         )
     return value
+
+
+def not_bool(value: Any) -> Any:
+    """Refuse ``true``/``false`` where a number is expected (pydantic would read them as 1/0).
+
+    Raises:
+        ValueError: ``value`` is a bool.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, not {str(value).lower()}")
+    return value
+
+
+#: A positive whole number; YAML's true/false are not numbers here.
+Count = Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
 
 
 class CaseSpec(BaseModel):
@@ -50,12 +85,12 @@ class CaseSpec(BaseModel):
     model: str
     framework: str
     hardware: str
-    nnodes: int = Field(gt=0)
-    nproc_per_node: int = Field(gt=0)
-    repeat: int = Field(default=1, gt=0)
+    nnodes: Count
+    nproc_per_node: Count
+    repeat: Count = 1
     data_dir: str = ""
-    #: Seconds a round may run before it is killed; 0 takes the case's own default.
-    timeout: int = Field(default=0, ge=0)
+    #: Seconds a round may run before it is killed; None (unset) takes the case's own default.
+    timeout: Count | None = None
 
     _names = field_validator("model", "framework", "hardware")(check_name)
 

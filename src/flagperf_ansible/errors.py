@@ -26,7 +26,9 @@ class ConfigError(Exception):
     def __str__(self) -> str:
         parts = [p for p in (self.source, self.key) if p]
         prefix = ": ".join(parts)
-        return f"{prefix}: {self.message}" if prefix else self.message
+        text = f"{prefix}: {self.message}" if prefix else self.message
+        # One line, whatever the input held (a key or file name may carry a line break).
+        return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def format_loc(prefix: str, loc: tuple) -> str:

@@ -1,0 +1,390 @@
+"""Malformed input, through the real command line: exit 2, one line naming the file and key,
+and nothing run.
+
+Every case writes a small inventory under ``tmp_path`` and runs ``python -m flagperf_ansible
+run`` (or ``validate``) in a subprocess, from ``tmp_path`` so files are named relative to it.
+"Nothing ran" is observed three ways: the results folder given with ``--results-dir`` is never
+created, ``ansible-playbook`` never started (Ansible appends to ``ANSIBLE_LOG_PATH`` whenever it
+runs a playbook: ``test_the_observables_see_a_run_that_starts`` shows it does so for the wrapper
+too), and ``run`` printed nothing (it announces the run before starting Ansible). The hosts sit at
+a loopback address and port nothing listens on, so a run that slipped through could not succeed
+quietly either.
+
+A few cases also go through ``ansible-playbook site.yml``: they stop in the controller's
+preflight play, before the host play starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Nothing listens here: port 9 on an address of this work tree's loopback range.
+DEAD_ADDRESS, DEAD_PORT = "127.0.1.254", 9
+SLEEP = {"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
+         "nproc_per_node": 1}
+RESNET = {"model": "resnet50", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
+          "nproc_per_node": 1, "data_dir": "data/digits"}
+#: The host play's task names (playbooks/preflight.yml and the roles it runs on the hosts).
+HOST_TASKS = ("Reach the benchmark hosts and check them",
+              "Trust each host's ssh key and authorize the controller",
+              "Check each host can run its rounds", "Read the host's ssh key from the controller",
+              "Check the data folders of this host's cases")
+
+
+def hosts_tree(*names: str, **host_vars: Any) -> dict[str, Any]:
+    """An inventory whose group flagperf_hosts holds ``names`` at the dead address."""
+    entry = {"ansible_host": DEAD_ADDRESS, "ansible_port": DEAD_PORT, **host_vars}
+    return {"all": {"children": {"flagperf_hosts": {"hosts": {n: dict(entry) for n in names}}}}}
+
+
+def group(body: Any) -> dict[str, Any]:
+    """An inventory whose group flagperf_hosts is ``body``."""
+    return {"all": {"children": {"flagperf_hosts": body}}}
+
+
+def cases(*items: Any) -> dict[str, Any]:
+    return {"flagperf_cases": list(items)}
+
+
+@dataclass
+class Bad:
+    """One malformed input and the line it must produce."""
+
+    id: str
+    #: ``<file>: <key>`` (or ``<file>`` alone) the line must name, relative to tmp_path.
+    where: str
+    #: What the line must say is wrong.
+    says: str
+    #: group_vars/all.yml: a mapping, or raw text.
+    vars: Any = field(default_factory=lambda: cases(SLEEP))
+    #: hosts.yml: a mapping, or raw text.
+    hosts: Any = field(default_factory=lambda: hosts_tree("node1"))
+    #: Further inventory files by path under the inventory folder.
+    files: dict[str, str] = field(default_factory=dict)
+    #: Edits of a scratch copy of the project: path -> text, or None to delete.
+    project: dict[str, str | None] = field(default_factory=dict)
+    #: ``run`` (with --results-dir) or ``validate``.
+    command: str = "run"
+    args: tuple[str, ...] = ()
+    inventory: str = "inv"
+
+
+ACME = "name: acme\nhardware: [cpu]\ncontainer: {privileged: false}\n"
+
+CORPUS = [
+    # -- inventory structure -------------------------------------------------------------------
+    Bad("inventory-missing", "nowhere", "no such inventory file or directory",
+        inventory="nowhere"),
+    Bad("inventory-dir-without-hosts-yml", "inv", "no hosts.yml in the inventory directory",
+        hosts=None),
+    Bad("inventory-bad-yaml", "inv/hosts.yml: line ", "",
+        hosts="all:\n  children:\n    flagperf_hosts: {hosts: [node1\n"),
+    Bad("inventory-not-a-mapping", "inv/hosts.yml", "an inventory is a mapping of groups, not a list",
+        hosts=["node1"]),
+    Bad("inventory-without-group-flagperf_hosts", "inv/hosts.yml", "no group 'flagperf_hosts'",
+        hosts={"all": {"hosts": {"node1": {"ansible_host": DEAD_ADDRESS}}}}),
+    Bad("inventory-group-without-hosts", "inv/hosts.yml: flagperf_hosts", "the group has no hosts",
+        hosts=group(None)),
+    Bad("inventory-hosts-a-list", "inv/hosts.yml: all.children.flagperf_hosts.hosts",
+        "expected a mapping of host names to their variables, not a list",
+        hosts=group({"hosts": ["node1", "node2"]})),
+    Bad("inventory-children-a-string", "inv/hosts.yml: all.children",
+        "expected a mapping of group names, not a string",
+        hosts={"all": {"children": "flagperf_hosts"}}),
+    Bad("inventory-group-key-typo", "inv/hosts.yml: all.children.flagperf_hosts.host",
+        "unknown key in a group", hosts=group({"host": {"node1": None}})),
+    Bad("inventory-host-vars-a-number", "inv/hosts.yml: all.children.flagperf_hosts.hosts.node1",
+        "a host's variables are a mapping, not a number", hosts=group({"hosts": {"node1": 5}})),
+    Bad("host-name-with-shell-metacharacters", "inv/hosts.yml: flagperf_hosts.node1;reboot",
+        "not a safe host name", hosts=hosts_tree("node1;reboot")),
+    Bad("ansible_host-read-as-an-ssh-option", "inv/hosts.yml: flagperf_hosts.node1.ansible_host",
+        "not a host name or IP address", hosts=hosts_tree("node1", ansible_host="-oProxyCommand=id")),
+    Bad("ansible_port-out-of-range", "inv/hosts.yml: flagperf_hosts.node1.ansible_port",
+        "not a port (1..65535)", hosts=hosts_tree("node1", ansible_port=70000)),
+    Bad("ansible_port-in-host_vars-not-a-number",
+        "inv/host_vars/node1.yml: flagperf_hosts.node1.ansible_port", "'ssh' is not a port",
+        files={"host_vars/node1.yml": "ansible_port: ssh\n"}),
+    Bad("ansible_user-with-a-space", "inv/hosts.yml: flagperf_hosts.node1.ansible_user",
+        "not a safe user name", hosts=hosts_tree("node1", ansible_user="bench user")),
+    Bad("group_vars-not-a-mapping", "inv/group_vars/all.yml", "expected a mapping of variables",
+        vars="- flagperf_vendor: cpu\n"),
+    Bad("group_vars-bad-yaml", "inv/group_vars/all.yml: line ", "",
+        vars="flagperf_cases: [a, b\nflagperf_vendor: cpu\n"),
+    # -- case specs -----------------------------------------------------------------------------
+    Bad("unknown-model", "inv/group_vars/all.yml: flagperf_cases[0]",
+        "no standard case bert:pytorch", vars=cases("bert:pytorch:cpu:1:1:1")),
+    Bad("unknown-framework", "inv/group_vars/all.yml: flagperf_cases[0]",
+        "no standard case sleep:tensorflow", vars=cases("sleep:tensorflow:cpu:1:1:1")),
+    Bad("hardware-the-vendor-does-not-declare", "inv/group_vars/all.yml: flagperf_cases[0].hardware",
+        "vendor cpu declares no hardware 'A100'", vars=cases("sleep:pytorch:A100:1:1:1")),
+    Bad("nnodes-above-the-hosts", "inv/group_vars/all.yml: flagperf_cases[0].nnodes",
+        "nnodes 3 is more than the 2 host(s)", vars=cases("sleep:pytorch:cpu:3:1:1"),
+        hosts=hosts_tree("node1", "node2")),
+    Bad("nproc-zero", "inv/group_vars/all.yml: flagperf_cases[0].nproc_per_node",
+        "greater than 0", vars=cases({**SLEEP, "nproc_per_node": 0})),
+    Bad("repeat-negative-in-a-flagperf-key", "inv/group_vars/all.yml: flagperf_cases[0].repeat",
+        "greater than 0", vars=cases("sleep:pytorch:cpu:1:1:-2")),
+    Bad("timeout-zero", "inv/group_vars/all.yml: flagperf_cases[0].timeout", "greater than 0",
+        vars=cases({**SLEEP, "timeout": 0})),
+    Bad("nnodes-a-boolean", "inv/group_vars/all.yml: flagperf_cases[0].nnodes",
+        "expected a number, not true", vars=cases({**SLEEP, "nnodes": True})),
+    Bad("unknown-key-in-a-spec", "inv/group_vars/all.yml: flagperf_cases[0].batch_size",
+        "unknown key", vars=cases({**SLEEP, "batch_size": 8})),
+    Bad("flagperf-key-with-five-fields", "inv/group_vars/all.yml: flagperf_cases[0]",
+        "is not 'model:framework:hardware:nnodes:nproc:repeat' (6 fields)",
+        vars=cases("sleep:pytorch:cpu:1:1")),
+    Bad("flagperf-key-with-a-word-for-a-count", "inv/group_vars/all.yml: flagperf_cases[0]",
+        "nproc_per_node 'eight' is not an integer", vars=cases("sleep:pytorch:cpu:1:eight:1")),
+    Bad("spec-a-number", "inv/group_vars/all.yml: flagperf_cases[0]", "not int", vars=cases(42)),
+    Bad("case-listed-twice", "inv/group_vars/all.yml: flagperf_cases[1]", "listed twice",
+        vars=cases(SLEEP, "sleep:pytorch:cpu:1:1:3")),
+    Bad("case-needs-data_dir", "inv/group_vars/all.yml: flagperf_cases[0].data_dir",
+        "this case needs data_dir", vars=cases("resnet50:pytorch:cpu:1:1:1")),
+    Bad("data_dir-climbs-out", "inv/group_vars/all.yml: flagperf_cases[0].data_dir",
+        "not a safe path", vars=cases({"resnet50:pytorch:cpu:1:1:1": "data/../../etc"})),
+    Bad("data_dir-with-a-newline", "inv/group_vars/all.yml: flagperf_cases[0].data_dir",
+        "not a safe path", vars=cases({**RESNET, "data_dir": "data/digits\n"})),
+    Bad("data_dir-read-as-an-option", "inv/group_vars/all.yml: flagperf_cases[0].data_dir",
+        "not a safe path", vars=cases({**RESNET, "data_dir": "--help"})),
+    Bad("model-with-shell-metacharacters", "inv/group_vars/all.yml: flagperf_cases[0].model",
+        "not a safe name", vars=cases({**SLEEP, "model": "sleep$(reboot)"})),
+    Bad("command-line-case-malformed", "command line: flagperf_cases[0]", "(6 fields)",
+        args=("--case", "sleep:pytorch")),
+    # -- settings -------------------------------------------------------------------------------
+    Bad("unknown-setting", "inv/group_vars/all.yml: flagperf_vendr", "unknown setting",
+        vars={**cases(SLEEP), "flagperf_vendr": "cpu"}),
+    Bad("unknown-vendor", "inv/group_vars/all.yml: flagperf_vendor", "no vendor 'acme'",
+        vars={**cases(SLEEP), "flagperf_vendor": "acme"}),
+    Bad("vendor-name-climbs-out", "inv/group_vars/all.yml: flagperf_vendor", "not a safe name",
+        vars={**cases(SLEEP), "flagperf_vendor": "../cpu"}),
+    Bad("master_port-above-65535", "inv/group_vars/all.yml: flagperf_master_port",
+        "less than or equal to 65535", vars={**cases(SLEEP), "flagperf_master_port": 70000}),
+    Bad("master_port-zero", "inv/group_vars/all.yml: flagperf_master_port",
+        "greater than or equal to 1024", vars={**cases(SLEEP), "flagperf_master_port": 0}),
+    Bad("master_port-a-word", "inv/group_vars/all.yml: flagperf_master_port", "valid integer",
+        vars={**cases(SLEEP), "flagperf_master_port": "high"}),
+    Bad("master_port-in-the-host-group-vars",
+        "inv/group_vars/flagperf_hosts.yml: flagperf_master_port", "valid integer",
+        files={"group_vars/flagperf_hosts.yml": "flagperf_master_port: 29500.5\n"}),
+    Bad("setting-typo-in-host_vars", "inv/host_vars/node1.yml: flagperf_pythn", "unknown setting",
+        files={"host_vars/node1.yml": "flagperf_pythn: /usr/bin/python3\n"}),
+    Bad("runtime-unknown", "inv/group_vars/all.yml: flagperf_container_runtime", "'none'",
+        vars={**cases(SLEEP), "flagperf_container_runtime": "podman"}),
+    Bad("clear_caches-not-a-boolean", "inv/group_vars/all.yml: flagperf_clear_caches",
+        "valid boolean", vars={**cases(SLEEP), "flagperf_clear_caches": "sometimes"}),
+    Bad("monitor_interval-zero", "inv/group_vars/all.yml: flagperf_monitor_interval",
+        "greater than 0", vars={**cases(SLEEP), "flagperf_monitor_interval": 0}),
+    Bad("workdir-relative", "inv/group_vars/all.yml: flagperf_workdir", "absolute path",
+        vars={**cases(SLEEP), "flagperf_workdir": "tmp/flagperf"}),
+    Bad("root-relative", "inv/group_vars/all.yml: flagperf_root", "absolute path",
+        vars={**cases(SLEEP), "flagperf_root": "flagperf"}),
+    Bad("python-with-a-command-after-it", "inv/group_vars/all.yml: flagperf_python",
+        "not a safe path", vars={**cases(SLEEP), "flagperf_python": "python3; id"}),
+    Bad("results_dir-climbs-out", "inv/group_vars/all.yml: flagperf_results_dir",
+        "not a safe path", vars={**cases(SLEEP), "flagperf_results_dir": "../results"},
+        command="validate"),
+    Bad("command-line-results-dir-with-a-space", "command line: flagperf_results_dir",
+        "not a safe path", args=("--results-dir", "my results")),
+    Bad("run_id-not-a-run-id", "inv/group_vars/all.yml: flagperf_run_id", "not a run id",
+        vars={**cases(SLEEP), "flagperf_run_id": "run1;id"}),
+    Bad("env-name-with-a-space", "inv/group_vars/all.yml: flagperf_env",
+        "'NCCL DEBUG' is not an environment variable name",
+        vars={**cases(SLEEP), "flagperf_env": {"NCCL DEBUG": 1}}),
+    Bad("env-value-with-a-newline", "inv/group_vars/all.yml: flagperf_env",
+        "variable X: 'a\\nb' holds a line break", vars={**cases(SLEEP), "flagperf_env": {"X": "a\nb"}}),
+    Bad("env-not-a-mapping", "inv/group_vars/all.yml: flagperf_env",
+        "expected a mapping of variable names", vars={**cases(SLEEP), "flagperf_env": ["X=1"]}),
+    Bad("base_image-not-a-reference", "inv/group_vars/all.yml: flagperf_base_image",
+        "not an image reference", vars={**cases(SLEEP), "flagperf_base_image": "Debian 12"}),
+    Bad("wheel-path-with-a-command", "inv/group_vars/all.yml: flagperf_image_wheels",
+        "not a safe path", vars={**cases(SLEEP), "flagperf_image_wheels": ["/w/x.whl;id"]}),
+    Bad("known_hosts_file-read-as-an-option", "inv/group_vars/all.yml: flagperf_known_hosts_file",
+        "not a safe path", vars={**cases(SLEEP), "flagperf_known_hosts_file": "-oX"}),
+    Bad("ssh_public_key-two-lines", "inv/group_vars/all.yml: flagperf_ssh_public_key",
+        "not one OpenSSH public key line",
+        vars={**cases(SLEEP), "flagperf_ssh_public_key": "ssh-ed25519 AAAA\nssh-rsa BBBB"}),
+    Bad("pip_ca_bundle-with-a-substitution", "inv/group_vars/all.yml: flagperf_pip_ca_bundle",
+        "not a safe path", vars={**cases(SLEEP), "flagperf_pip_ca_bundle": "$(id)"}),
+    Bad("mask_hosts-not-a-boolean", "inv/group_vars/all.yml: flagperf_mask_hosts",
+        "valid boolean", vars={**cases(SLEEP), "flagperf_mask_hosts": "perhaps"}),
+    Bad("cases-empty", "roles/flagperf/defaults/main.yml: flagperf_cases", "at least 1 item",
+        vars={}),
+    Bad("cases-a-string", "inv/group_vars/all.yml: flagperf_cases", "valid list",
+        vars={"flagperf_cases": "sleep:pytorch:cpu:1:1:1"}),
+    Bad("select-no-such-round", "inv/group_vars/all.yml: flagperf_select", "no round",
+        vars={**cases(SLEEP), "flagperf_select": "sleep-pytorch-cpux1x1/round9"}),
+    # -- vendors --------------------------------------------------------------------------------
+    Bad("vendor-without-an-image-for-the-framework", "inv/group_vars/all.yml: flagperf_cases[0]",
+        "vendor acme has no image for framework pytorch "
+        "(vendors/acme/docker_image/pytorch/Dockerfile)",
+        vars={**cases(SLEEP), "flagperf_vendor": "acme", "flagperf_container_runtime": "docker"},
+        project={"vendors/acme/vendor.yml": ACME}),
+    Bad("vendor-privileged-a-string", "vendors/acme/vendor.yml: container.privileged",
+        "valid boolean", vars={**cases(SLEEP), "flagperf_vendor": "acme"},
+        project={"vendors/acme/vendor.yml": "name: acme\ncontainer: {privileged: 'yes'}\n"}),
+    Bad("vendor-container-key-typo", "vendors/acme/vendor.yml: container.priviliged",
+        "unknown key", vars={**cases(SLEEP), "flagperf_vendor": "acme"},
+        project={"vendors/acme/vendor.yml": "name: acme\ncontainer: {priviliged: true}\n"}),
+    Bad("vendor-bad-yaml", "vendors/acme/vendor.yml: line ", "",
+        vars={**cases(SLEEP), "flagperf_vendor": "acme"},
+        project={"vendors/acme/vendor.yml": "name: [acme\n"}),
+    Bad("vendor-override-of-an-immutable-key",
+        "vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml: momentum", "not a mutable key",
+        vars=cases(RESNET),
+        project={"vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml": "momentum: 0.5\n"}),
+]
+
+
+def _dump(value: Any) -> str:
+    return value if isinstance(value, str) else yaml.safe_dump(value, sort_keys=False)
+
+
+def write_inventory(base: Path, bad: Bad) -> Path:
+    """The case's inventory folder under ``base``."""
+    inventory = base / "inv"
+    (inventory / "group_vars").mkdir(parents=True)
+    if bad.hosts is not None:
+        (inventory / "hosts.yml").write_text(_dump(bad.hosts))
+    (inventory / "group_vars" / "all.yml").write_text(_dump(bad.vars))
+    for name, text in bad.files.items():
+        (inventory / name).parent.mkdir(parents=True, exist_ok=True)
+        (inventory / name).write_text(text)
+    return inventory
+
+
+def scratch_copy(base: Path, edits: dict[str, str | None]) -> Path:
+    """A copy of the parts of the checkout validation reads, with ``edits`` applied."""
+    target = base / "project"
+    for part in ("benchmarks", "vendors", "roles/flagperf"):
+        shutil.copytree(ROOT / part, target / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "site.yml", target / "site.yml")
+    for name, text in edits.items():
+        path = target / name
+        if text is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    return target
+
+
+def environment(base: Path, project: Path | None = None) -> dict[str, str]:
+    """This Python's tools first on PATH, Ansible logging to ``base/ansible.log``."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
+    env["ANSIBLE_LOG_PATH"] = str(base / "ansible.log")
+    env["COLUMNS"] = "400"    # rich would fold long lines of the wrapper's report
+    env.pop("FLAGPERF_PROJECT_DIR", None)
+    if project is not None:
+        env["FLAGPERF_PROJECT_DIR"] = str(project)
+    return env
+
+
+def run_cli(base: Path, bad: Bad) -> subprocess.CompletedProcess:
+    write_inventory(base, bad)
+    project = scratch_copy(base, bad.project) if bad.project else None
+    argv = [sys.executable, "-m", "flagperf_ansible", bad.command, "-i", bad.inventory]
+    if bad.command == "run":
+        argv += list(bad.args)
+        if "--results-dir" not in bad.args:
+            argv += ["--results-dir", str(base / "results")]
+    return subprocess.run(argv, cwd=base, env=environment(base, project), capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_the_corpus_is_large_and_ids_are_unique():
+    ids = [bad.id for bad in CORPUS]
+    assert len(ids) >= 30 and len(set(ids)) == len(ids)
+
+
+@pytest.fixture(scope="module")
+def outcomes(request, tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
+    """Each selected corpus case's folder and CLI outcome, run a few at a time (every case is
+    still its own process with its own folder)."""
+    selected = [item.callspec.params["bad"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_bad_input_is_one_line_exit_2_and_nothing_runs"]
+
+    corpus = tmp_path_factory.mktemp("corpus")
+
+    def one(bad: Bad) -> tuple[str, tuple[Path, subprocess.CompletedProcess]]:
+        base = corpus / bad.id
+        base.mkdir()
+        return bad.id, (base, run_cli(base, bad))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(pool.map(one, selected))
+
+
+@pytest.mark.parametrize("bad", CORPUS, ids=lambda bad: bad.id)
+def test_bad_input_is_one_line_exit_2_and_nothing_runs(outcomes, bad):
+    base, done = outcomes[bad.id]
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    line = lines[0]
+    assert line.startswith(f"flagperf-ansible: {bad.where}"), line
+    assert bad.says in line, line
+    # Nothing ran: no results folder, Ansible never started, no run announced.
+    assert not (base / "results").exists()
+    assert not (base / "my results").exists()
+    assert not (base / "ansible.log").exists()
+    assert done.stdout == ""
+
+
+def test_the_observables_see_a_run_that_starts(tmp_path):
+    """The same invocation on good input does start Ansible and write the results folder, so
+    the corpus' "nothing ran" checks can fail. Here the host check of preflight stops it: the
+    data folder is missing on the host (one line naming host and data_dir, before prepare)."""
+    data_dir = tmp_path / "no-such-data"
+    good = Bad("good", "", "", vars={**cases({**RESNET, "data_dir": str(data_dir)}),
+                                     "flagperf_root": str(tmp_path / "root"),
+                                     "flagperf_workdir": str(tmp_path / "work")},
+               hosts=group({"hosts": {"localhost": {
+                   "ansible_connection": "local",
+                   "ansible_python_interpreter": sys.executable}}}))
+    done = run_cli(tmp_path, good)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (tmp_path / "ansible.log").is_file()
+    assert (tmp_path / "results").is_dir()
+    output = " ".join(done.stdout.split())    # rich wraps long lines
+    assert (f"localhost: data_dir: {data_dir}: not a folder on this host "
+            f"(case resnet50-pytorch-cpux1x1)") in output, done.stdout
+    # Stopped before prepare: nothing shipped, no round started.
+    assert not (tmp_path / "root").exists() and not (tmp_path / "work").exists()
+    assert not list((tmp_path / "results").glob("run*/resnet50-pytorch-cpux1x1/round1"))
+
+
+PLAYBOOK_CASES = [bad for bad in CORPUS if bad.id in {
+    "inventory-hosts-a-list", "ansible_host-read-as-an-ssh-option", "nnodes-above-the-hosts",
+    "master_port-in-the-host-group-vars", "setting-typo-in-host_vars"}]
+
+
+@pytest.mark.parametrize("bad", PLAYBOOK_CASES, ids=lambda bad: bad.id)
+def test_site_yml_stops_in_the_controller_preflight_play(tmp_path, bad):
+    write_inventory(tmp_path, bad)
+    done = subprocess.run(
+        ["ansible-playbook", str(ROOT / "site.yml"), "-i", "inv",
+         "-e", f"flagperf_results_dir={tmp_path / 'results'}"],
+        cwd=tmp_path, env=environment(tmp_path), capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    failed = [line for line in done.stdout.splitlines() if line.startswith("fatal: [localhost]")]
+    assert len(failed) == 1, output
+    assert f"{bad.where}" in failed[0] and bad.says in failed[0], failed[0]
+    assert "Validate every input on the controller" in output
+    for task in HOST_TASKS:
+        assert task not in output, task
+    assert not (tmp_path / "results").exists()
