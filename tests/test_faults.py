@@ -164,7 +164,7 @@ def test_unreachable_host_at_start_stops_in_preflight(cluster, tmp_path):
                           cwd=scene.project, env=scene.env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode != 0
-    assert "UNREACHABLE" in done.stdout and "node2" in done.stdout
+    assert "node2: unreachable: no ssh host key from" in done.stdout, done.stdout[-3000:]
     assert "TASK [Ship benchmarks/" not in done.stdout          # prepare never began
     assert not list(scene.results.glob("run*/*/round1"))
 
@@ -177,6 +177,10 @@ def test_host_lost_mid_run_fails_its_round_and_the_next_case_runs(cluster, tmp_p
     try:
         scene.wait_for_round_start(running)
         cluster.kill_host("node2")
+        # The daemonized monitor left the sshd's process tree; a dead machine takes it along.
+        for pid in monitors(scene.run_dir().name):
+            if "node2_noderank1" in " ".join(psutil.Process(pid).cmdline()):
+                os.kill(pid, signal.SIGKILL)
         output, _ = running.communicate(timeout=300)
     finally:
         if running.poll() is None:
@@ -185,7 +189,9 @@ def test_host_lost_mid_run_fails_its_round_and_the_next_case_runs(cluster, tmp_p
     lost = scene.round()
     assert lost["status"] == "failed" and "node2" in lost["reason"], lost["reason"]
     assert "node2" in lost["failed_hosts"]
-    assert lost["wall_time"] < 40, "the round waited for the lost host's full duration"
+    # node1 (40 s of "training") did not run to its end: the round stopped it.
+    node1 = next(n for n in lost["nodes"] if n["host"] == "node1")
+    assert node1["stopped"] is True and node1["rc"] is None
     assert scene.round("sleep-pytorch-cpux1x1")["status"] == "passed", output[-3000:]
     summary = json.loads((scene.run_dir() / "summary.json").read_text())
     assert [c["status"] for c in summary["cases"]] == ["failed", "passed"]
@@ -196,16 +202,14 @@ def test_container_failing_on_one_host_stops_the_others(cluster, tmp_path):
     # Rank 1 exits 3 at once; rank 0 then waits forever, as a rank in a collective would.
     scene = Scene(cluster, tmp_path, {"duration": 0.5, "exit_code": 3, "fault_rank": 1},
                   runtime="docker", timeout=300)
-    started = time.monotonic()
     done = scene.playbook()
-    elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:]
     document = scene.round()
     assert document["status"] == "failed"
     assert "node2 (exit 3)" in document["reason"] and "stopped node1" in document["reason"]
     nodes = {n["host"]: n for n in document["nodes"]}
+    # node1 would hang until the 300 s timeout (status timeout); it was stopped instead.
     assert nodes["node2"]["rc"] == 3 and nodes["node1"]["stopped"] is True
-    assert elapsed < 300, "the healthy host's container was not stopped before the timeout"
     # What the failed node wrote is kept: its rank log and the container's own log.
     node2 = scene.run_dir() / "sleep-pytorch-cpux2x1/round1/node2_noderank1"
     assert '"event": "FINISHED"' in (node2 / "rank1.out.log").read_text()

@@ -108,3 +108,28 @@ def test_round_clock_figures():
     assert figures["raw_train_time"] == 10.0 and figures["train_no_eval_time"] == 8.0
     assert (figures["p_whole"], figures["p_train"], figures["p_core"]) == (40.0, 50.0, 80.0)
     assert figures["converged"] is True and figures["final_acc1"] == 91.0
+
+
+def test_summarize_parses_rounds_again_from_raw_artifacts(tmp_path):
+    from run_outputs import CASE, make_run
+    from flagperf_ansible.results import keep_attempt, reparse_rounds, write_summary
+
+    run_dir = make_run(tmp_path / "run", [10.0, 12.0], rcs=[0, 1])
+    first = json.loads((run_dir / CASE / "round1/round.json").read_text())
+    (run_dir / CASE / "round1/round.json").unlink()
+    (run_dir / CASE / "round1/round_start.json").write_text('{"started_ms": 1000}')
+    (run_dir / CASE / "round2/round_start.json").write_text('{"started_ms": 1000}')
+    # A round cut off before anything was handed over: only its start is known.
+    (run_dir / CASE / "round3").mkdir()
+    (run_dir / CASE / "round3/round_start.json").write_text('{"started_ms": 1000}')
+    assert reparse_rounds(run_dir) == 3
+    again = json.loads((run_dir / CASE / "round1/round.json").read_text())
+    assert again["finished"] == first["finished"] and again["status"] == "passed"
+    assert json.loads((run_dir / CASE / "round3/round.json").read_text())["status"] == "interrupted"
+
+    # The failed round 2 is kept as attempt 1 before it runs again.
+    assert keep_attempt(run_dir, f"{CASE}/round2") == 1
+    assert not (run_dir / CASE / "round2/round.json").exists()
+    assert (run_dir / CASE / "round2/attempts/1/round.json").is_file()
+    summary = write_summary(run_dir, reparse=True)
+    assert [r["round"] for r in summary["cases"][0]["rounds"]] == [1, 3]
