@@ -96,6 +96,16 @@ class Cluster:
     processes: list[subprocess.Popen] = field(default_factory=list)
 
     def stop(self) -> None:
+        """Stop the listeners and their sessions: a connection kept open by ssh's
+        ControlPersist outlives its listener otherwise."""
+        import psutil
+
+        sessions = []
+        for process in self.processes:
+            try:
+                sessions += psutil.Process(process.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                pass
         for process in self.processes:
             process.terminate()
         for process in self.processes:
@@ -103,6 +113,14 @@ class Cluster:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 process.kill()
+        for session in sessions:
+            try:
+                session.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(sessions, timeout=5)
+        for session in alive:
+            session.kill()
 
 
 def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
