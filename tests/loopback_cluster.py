@@ -120,6 +120,16 @@ class Cluster:
         wait_port(self.hosts[name], PORT)
 
     def stop(self) -> None:
+        """Stop the listeners and their sessions: a connection kept open by ssh's
+        ControlPersist outlives its listener otherwise."""
+        import psutil
+
+        sessions = []
+        for process in self.processes:
+            try:
+                sessions += psutil.Process(process.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                pass
         for process in self.processes:
             process.terminate()
         for process in self.processes:
@@ -127,6 +137,14 @@ class Cluster:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 process.kill()
+        for session in sessions:
+            try:
+                session.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(sessions, timeout=5)
+        for session in alive:
+            session.kill()
 
 
 def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
@@ -163,7 +181,10 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
                        "-o", "PidFile=none", "-o", "PasswordAuthentication=no",
                        "-o", "KbdInteractiveAuthentication=no", "-o", "UsePAM=no",
                        "-o", "PermitRootLogin=no", "-o", f"AllowUsers={USER}",
-                       "-o", "AuthorizedKeysFile=.ssh/authorized_keys", "-o", "MaxStartups=100"]
+                       "-o", "AuthorizedKeysFile=.ssh/authorized_keys", "-o", "MaxStartups=100",
+                       # As a stock sshd_config: Ansible moves files over sftp (without it,
+                       # each transfer first fails over sftp and scp, then falls back to dd).
+                       "-o", "Subsystem=sftp internal-sftp"]
         processes.append(subprocess.Popen(argvs[name], stdout=subprocess.DEVNULL,
                                           stderr=open(state / f"{name}_sshd.log", "a")))
     cluster = Cluster(state=state, hosts=hosts, inventory=state / "inventory",

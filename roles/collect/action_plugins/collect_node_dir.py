@@ -1,0 +1,106 @@
+"""Fetch one host folder to the controller as a single archive.
+
+A task per file (find, then one fetch each) runs a Python module on the host for every file;
+on a fleet that is most of a round's orchestration time. This action runs two shell commands
+and one file transfer per host, whatever the number of files:
+
+1. on the host: copy ``extra_files`` that exist into ``src`` (created when missing), then
+   ``tar -czf <src>.tar.gz`` of it, leaving out ``exclude`` patterns;
+2. fetch that archive (the connection's file transfer, sftp over the open ssh connection);
+3. on the host: remove the archive, and ``src`` with ``remove``;
+4. on the controller: unpack it into ``dest`` (entries that would land outside ``dest``, links
+   and devices are refused) and write ``launch_log`` there as ``launcher.log`` when not empty.
+
+Options: ``src`` (host folder, required), ``dest`` (controller folder, required),
+``extra_files`` (host files to add, missing ones skipped), ``exclude`` (tar patterns,
+default ``["*.pid"]``), ``remove`` (bool, default true), ``launch_log`` (text, default "").
+Needs ``sh``, ``mkdir``, ``cp``, ``tar`` with gzip and ``rm`` on the host. Returns ``dest``
+and ``files`` (paths relative to ``dest``). Check mode changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tarfile
+import tempfile
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = True
+    _VALID_ARGS = frozenset(("src", "dest", "extra_files", "exclude", "remove", "launch_log"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        args = self._task.args
+        src, dest = args.get("src"), args.get("dest")
+        if not src or not dest:
+            raise AnsibleActionFail("src and dest are required")
+        extra_files = list(args.get("extra_files") or [])
+        exclude = list(args.get("exclude", ["*.pid"]) or [])
+        remove = boolean(args.get("remove", True), strict=True)
+        launch_log = to_text(args.get("launch_log") or "")
+        if self._task.check_mode:
+            result.update(changed=False, skipped=True, msg="check mode: nothing fetched")
+            return result
+
+        src = self._remote_expand_user(src).rstrip("/") or "/"
+        archive = f"{src}.tar.gz"
+        pack = [f"mkdir -p {shlex.quote(src)}"]
+        pack += [f"if [ -f {shlex.quote(f)} ]; then cp -p {shlex.quote(f)} {shlex.quote(src)}/; fi"
+                 for f in extra_files]
+        pack.append(" ".join(["tar", "-czf", shlex.quote(archive),
+                              *(f"--exclude={shlex.quote(p)}" for p in exclude),
+                              "-C", shlex.quote(src), "."]))
+        self._host_command(" && ".join(pack), "archive")
+
+        dest = os.path.abspath(os.path.expanduser(dest))
+        os.makedirs(dest, exist_ok=True)
+        handle, local = tempfile.mkstemp(prefix=".collect-", suffix=".tar.gz",
+                                         dir=os.path.dirname(dest))
+        os.close(handle)
+        try:
+            self._connection.fetch_file(archive, local)
+            cleanup = [archive, src] if remove else [archive]
+            self._host_command("rm -rf " + " ".join(shlex.quote(p) for p in cleanup), "clean up")
+            files = _unpack(local, dest)
+        finally:
+            os.unlink(local)
+        if launch_log:
+            with open(os.path.join(dest, "launcher.log"), "w", encoding="utf-8") as out:
+                out.write(launch_log)
+            files = sorted({*files, "launcher.log"})
+        result.update(changed=True, dest=dest, files=files)
+        return result
+
+    def _host_command(self, command: str, what: str) -> None:
+        done = self._low_level_execute_command(command, sudoable=False)
+        if done["rc"] != 0:
+            raise AnsibleActionFail(f"{what} on the host failed (rc {done['rc']}): "
+                                    f"{(done.get('stderr') or done.get('stdout') or '').strip()}")
+
+
+def _unpack(archive: str, dest: str) -> list[str]:
+    """Regular files and folders of ``archive`` into ``dest``; their paths relative to it."""
+    root = os.path.realpath(dest)
+    files = []
+    with tarfile.open(archive, "r:gz") as tar:
+        members = []
+        for member in tar.getmembers():
+            target = os.path.realpath(os.path.join(root, member.name))
+            if os.path.commonpath([root, target]) != root:
+                raise AnsibleActionFail(f"archive entry outside the destination: {member.name}")
+            if not (member.isfile() or member.isdir()):
+                raise AnsibleActionFail(f"archive entry is not a file or folder: {member.name}")
+            members.append(member)
+            if member.isfile():
+                files.append(os.path.relpath(target, root))
+        tar.extractall(root, members=members, **({"filter": "data"}
+                                                  if hasattr(tarfile, "data_filter") else {}))
+    return sorted(files)
