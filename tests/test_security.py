@@ -190,8 +190,24 @@ def test_no_task_asks_for_privileged_containers_itself():
 
 # -- no shell strings from user values -----------------------------------------------------------
 
+QUOTED_ARGV = re.compile(r"^\S+\.py \{\{ \[.*\] \| map\('string'\) \| map\('quote'\) \| join\(' '\) \}\}$",
+                         re.DOTALL)
+
+
+def test_scripts_get_their_arguments_each_quoted():
+    """`ansible.builtin.script` (no argv option) runs a command line: ours is built only from a
+    list of arguments, each passed through `quote`, the same as argv."""
+    scripts = [(rel(path), task) for path, task in ALL_TASKS if module_of(task)[0] == "script"]
+    assert scripts, "the monitor and sys_info roles ship their scripts with the script module"
+    for path, task in scripts:
+        args = module_of(task)[1]
+        command = " ".join(str(args["cmd"]).split())
+        assert QUOTED_ARGV.match(command), f"{path}: {task.get('name')}: {command}"
+
+
 def test_the_only_shell_is_cache_clears_constant_command():
-    shells = [(rel(path), task) for path, task in ALL_TASKS if module_of(task)[0] in SHELLISH]
+    shells = [(rel(path), task) for path, task in ALL_TASKS
+              if module_of(task)[0] in SHELLISH - {"script"}]
     assert [path for path, _task in shells] == ["roles/cache_clear/tasks/main.yml"]
     args = module_of(shells[0][1])[1]
     command = args["cmd"] if isinstance(args, dict) else args
