@@ -12,8 +12,8 @@ from pathlib import Path
 
 try:
     import flagperf_ansible  # noqa: F401
-except ImportError:  # running from a checkout without `pip install`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+except ImportError:  # running from a checkout without `pip install`: src/ beside plugins/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from ansible.plugins.callback import CallbackBase
 
@@ -45,7 +45,7 @@ class CallbackModule(CallbackBase):
             if "flagperf_run" in data:
                 record = data["flagperf_run"]
                 results.write_run(Path(record["run_dir"]), record["plan"], record.get("extra", {}),
-                                  Path(__file__).resolve().parents[1])
+                                  Path(__file__).resolve().parents[2])
             if "flagperf_round" in data:
                 document = results.finalize_round(data["flagperf_round"])
                 self._display.display(
