@@ -3,7 +3,7 @@
 import importlib.util
 from pathlib import Path
 
-PLUGIN = Path(__file__).resolve().parents[1] / "filter_plugins" / "flagperf.py"
+PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "filter" / "flagperf.py"
 
 
 def load_filters() -> dict:

@@ -21,8 +21,8 @@ import loopback_cluster
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("benchmarks", "vendors", "roles", "playbooks", "filter_plugins", "callback_plugins",
-         "schemas", "site.yml", "ansible.cfg")
+PARTS = ("benchmarks", "vendors", "roles", "playbooks", "plugins", "collections", "schemas",
+         "site.yml", "ansible.cfg")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ class Scene:
         for part in PARTS:
             source = ROOT / part
             if source.is_dir():
-                shutil.copytree(source, self.project / part,
+                shutil.copytree(source, self.project / part, symlinks=True,
                                 ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 shutil.copy(source, self.project / part)

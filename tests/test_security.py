@@ -30,8 +30,8 @@ PLAY_FILES = sorted([ROOT / "site.yml", *ROOT.glob("playbooks/**/*.yml"),
 #: Every YAML file of roles, playbooks and inventories (defaults, vars, meta included).
 ALL_YAML = sorted({*PLAY_FILES, *ROOT.glob("roles/**/*.yml"), *ROOT.glob("roles/**/*.yaml"),
                    *ROOT.glob("inventories/**/*.yml"), *ROOT.glob("molecule/**/*.yml")})
-PYTHON_SOURCES = sorted(p for pattern in ("src/**/*.py", "filter_plugins/*.py",
-                                          "callback_plugins/*.py", "roles/*/files/*.py",
+PYTHON_SOURCES = sorted(p for pattern in ("src/**/*.py", "plugins/filter/*.py",
+                                          "plugins/callback/*.py", "roles/*/files/*.py",
                                           "vendors/**/*.py", "benchmarks/**/*.py")
                         for p in ROOT.glob(pattern) if "__pycache__" not in p.parts)
 SHELLISH = {"shell", "raw", "script", "expect"}

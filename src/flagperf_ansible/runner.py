@@ -132,7 +132,7 @@ class Wrapper:
         project = self.prepared.project
         env = {
             "ANSIBLE_CONFIG": str(project / "ansible.cfg"),
-            "ANSIBLE_CALLBACK_PLUGINS": str(project / "callback_plugins"),
+            "ANSIBLE_CALLBACK_PLUGINS": str(project / "plugins" / "callback"),
             "ANSIBLE_FORCE_COLOR": "0",
             # run.json records the user's command, not ansible-runner's ansible-playbook line.
             COMMAND_ENV: "flagperf-ansible " + shlex.join(sys.argv[1:]),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 try:
     import flagperf_ansible  # noqa: F401
-except ImportError:  # running from a checkout without `pip install`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+except ImportError:  # running from a checkout without `pip install`: src/ beside plugins/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from ansible.errors import AnsibleFilterError
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 try:
     import flagperf_ansible  # noqa: F401
-except ImportError:  # running from a checkout without `pip install`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+except ImportError:  # running from a checkout without `pip install`: src/ beside plugins/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from ansible.plugins.callback import CallbackBase
 
@@ -41,7 +41,7 @@ requirements:
   - enable in ansible.cfg (callbacks_enabled = flagperf_results)
 """
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 class CallbackModule(CallbackBase):
