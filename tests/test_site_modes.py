@@ -78,8 +78,8 @@ def test_role_tags_are_listed_when_the_roles_are_imported(tmp_path, venv_env):
                                          "gather_facts": False, "tasks": tasks}]))
     (listed,) = list_tags(playbook, venv_env, ROOT).values()
     assert listed[1] - {"always"} == expected
-    assert {"monitor_install", "monitor_start", "monitor_stop", "sys_info_describe",
-            "collect_fetch", "collect_cleanup", "cache_clear_drop"} <= expected
+    assert { "monitor_start", "monitor_stop", "sys_info_describe",
+            "collect_fetch", "cache_clear_drop"} <= expected
 
 
 def test_check_mode_runs_everywhere_and_writes_nothing(project, tmp_path, venv_env):
@@ -97,8 +97,8 @@ def test_check_mode_runs_everywhere_and_writes_nothing(project, tmp_path, venv_e
     # It went through every phase and both rounds, not around them.
     for task in ("preflight : Validate the settings and plan the rounds", "deploy : ",
                  "sys_info : Describe the host into sys_info.json", "monitor : Start the monitor",
-                 "launch : Run the case and wait for it", "monitor : Stop the monitor",
-                 "collect : List the node's round files", "Write summary.json and summary.md"):
+                 "launch : Start the case", "monitor : Stop the monitor",
+                 "collect : Fetch the node's round files", "Write summary.json and summary.md"):
         assert f"TASK [{task}" in done.stdout, task
     assert done.stdout.count("TASK [Mark the start of round") == 2
     assert "flagperf:" not in done.stdout  # the results callback was handed nothing
