@@ -177,8 +177,10 @@ def test_host_lost_mid_run_fails_its_round_and_the_next_case_runs(cluster, tmp_p
     try:
         scene.wait_for_round_start(running)
         cluster.kill_host("node2")
-        # The daemonized monitor left the sshd's process tree; a dead machine takes it along.
-        for pid in monitors(scene.run_dir().name):
+        # The detached case (an async job) and monitor left the sshd's process tree; a dead
+        # machine takes them along.
+        run_id = scene.run_dir().name
+        for pid in case_processes(run_id) + monitors(run_id):
             if "node2_noderank1" in " ".join(psutil.Process(pid).cmdline()):
                 os.kill(pid, signal.SIGKILL)
         output, _ = running.communicate(timeout=300)
