@@ -181,10 +181,7 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
                        "-o", "PidFile=none", "-o", "PasswordAuthentication=no",
                        "-o", "KbdInteractiveAuthentication=no", "-o", "UsePAM=no",
                        "-o", "PermitRootLogin=no", "-o", f"AllowUsers={USER}",
-                       "-o", "AuthorizedKeysFile=.ssh/authorized_keys", "-o", "MaxStartups=100",
-                       # As a stock sshd_config: Ansible moves files over sftp (without it,
-                       # each transfer first fails over sftp and scp, then falls back to dd).
-                       "-o", "Subsystem=sftp internal-sftp"]
+                       "-o", "AuthorizedKeysFile=.ssh/authorized_keys", "-o", "MaxStartups=100"]
         processes.append(subprocess.Popen(argvs[name], stdout=subprocess.DEVNULL,
                                           stderr=open(state / f"{name}_sshd.log", "a")))
     cluster = Cluster(state=state, hosts=hosts, inventory=state / "inventory",
