@@ -215,6 +215,9 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
             "ansible_ssh_private_key_file": str(client_key),
             "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts}",
             "ansible_python_interpreter": "/usr/bin/python3",
+            # These sshd have no sftp subsystem (and scp rides on sftp): file transfers go
+            # straight over the ssh session instead of failing twice first.
+            "ansible_ssh_transfer_method": "piped",
         }}}}}, sort_keys=False))
     group_vars = {
         "flagperf_vendor": "cpu",

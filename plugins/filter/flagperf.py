@@ -19,7 +19,7 @@ from flagperf_ansible.inventory import CONNECTION_VARS, HOST_GROUP, check_hosts,
 from flagperf_ansible.launch import container_name, image_tag, launch_argv, launch_env
 from flagperf_ansible.plan import build_plan
 from flagperf_ansible.results import node_dir_name
-from flagperf_ansible.round_wait import node_finished, node_outcome, round_over
+from flagperf_ansible.round_wait import job_status, node_finished, node_outcome, round_over
 
 DOCUMENTATION = """
 name: flagperf
@@ -145,24 +145,29 @@ def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
         raise AnsibleFilterError(str(err)) from None
 
 
-def flagperf_round_hosts(hosts, hostvars, active=None):
-    """``[{host, noderank, rc, timed_out, stopped, lost}]`` of a round from each host's
-    ``node_outcome`` (``rc`` None where the host never reported; ``lost`` when it left the play,
-    e.g. it became unreachable)."""
+def flagperf_round_hosts(hosts, hostvars, active=None, poll_var="__node_poll",
+                         deadline_passed=False):
+    """``[{host, noderank, rc, timed_out, stopped, lost}]`` of a round, from each host's last
+    poll result, registered as ``poll_var`` (see ``round_wait.node_outcome``; ``rc`` None where
+    the node never exited by itself; ``lost`` when the host left the play, e.g. it became
+    unreachable). ``deadline_passed``: the round's timeout has passed (a node still running
+    then counts as timed out)."""
     rows = []
     active = None if active is None else {str(h) for h in active}
     for noderank, host in enumerate(hosts):
-        outcome = _plain(hostvars[host].get("node_outcome") or {})
+        outcome = node_outcome(_plain(hostvars[host].get(str(poll_var)) or {}),
+                               bool(deadline_passed))
         lost = active is not None and str(host) not in active
-        rows.append({"host": str(host), "noderank": noderank, "rc": outcome.get("rc"),
-                     "timed_out": bool(outcome.get("timed_out", False)),
-                     "stopped": bool(outcome.get("stopped", False)), "lost": lost})
+        rows.append({"host": str(host), "noderank": noderank, "rc": outcome["rc"],
+                     "timed_out": outcome["timed_out"], "stopped": outcome["stopped"],
+                     "lost": lost})
     return rows
 
 
-def flagperf_round_over(hosts, hostvars, active, deadline_ms):
-    """Whether a round's wait is over (see ``flagperf_ansible.round_wait.round_over``)."""
-    polls = {str(h): _plain(hostvars[h].get("__node_poll") or {}) for h in hosts}
+def flagperf_round_over(hosts, hostvars, active, deadline_ms, poll_var):
+    """Whether a round's wait is over (see ``flagperf_ansible.round_wait.round_over``), from
+    each host's registered poll result ``poll_var`` (hostvars hold no play vars)."""
+    polls = {str(h): _plain(hostvars[h].get(str(poll_var)) or {}) for h in hosts}
     return round_over([str(h) for h in hosts], polls, [str(h) for h in active], float(deadline_ms))
 
 
@@ -171,8 +176,14 @@ def flagperf_node_finished(poll):
     return node_finished(_plain(poll or {}))
 
 
+def flagperf_job_status(poll):
+    """A node's poll result as a job status (see ``round_wait.job_status``): ``finished``,
+    ``rc``, ``timed_out``, ``msg``, ``stdout``."""
+    return dict(job_status(_plain(poll or {})))
+
+
 def flagperf_node_outcome(poll, deadline_passed=False):
-    """How a node ended, from its last ``async_status`` result (see ``round_wait.node_outcome``)."""
+    """How a node ended, from its last poll result (see ``round_wait.node_outcome``)."""
     return node_outcome(_plain(poll or {}), bool(deadline_passed))
 
 
@@ -218,5 +229,6 @@ class FilterModule:
             "flagperf_round_over": flagperf_round_over,
             "flagperf_node_finished": flagperf_node_finished,
             "flagperf_node_outcome": flagperf_node_outcome,
+            "flagperf_job_status": flagperf_job_status,
             "flagperf_node_dir": flagperf_node_dir,
         }

@@ -329,6 +329,10 @@ def run_daemon(output_dir: Path, args: argparse.Namespace) -> str:
     if args.vendor_script and Path(args.vendor_script).is_file():
         info["vendor_script"] = run_vendor_script(args.vendor_script, "start", output_dir)
     sampler = Sampler(output_dir, plugin, power)
+    # A first sample right away (after a short priming of the CPU counters), before the info
+    # file that start waits for: whatever is launched after start returns is covered.
+    time.sleep(min(args.interval, 0.1))
+    sampler.tick()
     write_info(output_dir, info)
     status = "stopped"
     next_at = time.monotonic()

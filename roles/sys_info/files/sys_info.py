@@ -113,7 +113,8 @@ def main() -> int:
     parser.add_argument("--mask-label", default="")
     args = parser.parse_args()
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.output.with_name(f".{args.output.name}.tmp")
+    # Unique per process: hosts that share a home (NFS) may write side by side.
+    tmp = args.output.with_name(f".{args.output.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(describe(args.vendor_dir, args.mask_label), indent=2,
                               default=str) + "\n", encoding="utf-8")
     os.replace(tmp, args.output)

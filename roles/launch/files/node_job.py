@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Run one node's case processes in the background and report on them: the launch role's
+host side (standard library only, shipped with each task by ``ansible.builtin.script``).
+
+    node_job.py start --output-dir DIR --timeout S [--config-json JSON] -- ARGV...
+    node_job.py wait --output-dir DIR --seconds S
+
+``start`` creates DIR, writes ``config.yaml`` there (the case's effective configuration, as
+JSON, which is YAML too), starts a detached supervisor and returns once ARGV runs. The
+supervisor runs ARGV in DIR with this process's environment, in its own process group,
+output to ``DIR/launcher.log``, kills
+the group when it outlives ``--timeout`` seconds, and writes ``DIR/launch.json`` when it ends:
+``{"finished": 1, "rc": int|null, "timed_out": bool, "msg": str, "started_ms", "ended_ms"}``
+(``msg`` "Timeout exceeded" and ``rc`` null when killed at the timeout).
+
+``wait`` waits on the host up to S seconds (no traffic with the controller meanwhile) and
+prints that document once it exists, with the last 4 KiB of ``launcher.log`` as ``stdout``;
+``{"finished": 0}`` while ARGV still runs; ``finished`` with ``rc`` null and a ``msg`` when
+the supervisor is gone without a word (killed). One start and one wait per 10 s slice are the
+round's only module-free steps on a host: Ansible's async jobs cost about four ssh exchanges
+and a module run to start and a module run per poll.
+
+Both print one JSON line and exit 0; errors in the arguments exit 2 (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STATUS = "launch.json"
+PID = "launch.pid"
+LOG = "launcher.log"
+TIMEOUT_MSG = "Timeout exceeded"   # the words Ansible's async_wrapper uses for the same end
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def write_json(path: Path, document: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(document) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def supervise(out: Path, argv: list[str], timeout: float) -> None:
+    """In the detached grandchild: run ``argv``, enforce the timeout, record how it ended."""
+    started = now_ms()
+    try:
+        with open(out / LOG, "ab") as log:
+            child = subprocess.Popen(argv, cwd=out, stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as err:
+        write_json(out / STATUS, {"finished": 1, "rc": 127, "timed_out": False,
+                                  "msg": f"cannot run {argv[0]}: {err}", "started_ms": started,
+                                  "ended_ms": now_ms()})
+        return
+    (out / PID).write_text(f"{os.getpid()} {child.pid}\n", encoding="utf-8")
+    try:
+        rc, timed_out = child.wait(timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        child.wait()
+        rc, timed_out = None, True
+    write_json(out / STATUS, {"finished": 1, "rc": rc, "timed_out": timed_out,
+                              "msg": TIMEOUT_MSG if timed_out else "", "started_ms": started,
+                              "ended_ms": now_ms()})
+
+
+def start(args: argparse.Namespace) -> dict:
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / PID).exists() and not (out / STATUS).exists() and alive(out):
+        return {"changed": False, "msg": "already running"}
+    for name in (STATUS, PID):
+        (out / name).unlink(missing_ok=True)
+    if args.config_json is not None:
+        config = json.loads(args.config_json)
+        (out / "config.yaml").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
+                                         encoding="utf-8")
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise SystemExit("node_job.py start: no command after --")
+    if os.fork() == 0:                      # child: leave the ssh session, fork the supervisor
+        os.setsid()
+        if os.fork() == 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            try:
+                supervise(out, argv, args.timeout)
+            finally:
+                os._exit(0)
+        os._exit(0)
+    deadline = time.monotonic() + 30
+    while not (out / PID).exists() and not (out / STATUS).exists():
+        if time.monotonic() > deadline:
+            return {"failed": True, "msg": "the case did not start within 30 s"}
+        time.sleep(0.02)
+    return {"changed": True, "msg": "started"}
+
+
+def alive(out: Path) -> bool:
+    """Whether the supervisor recorded in the pid file still runs."""
+    try:
+        supervisor = int((out / PID).read_text().split()[0])
+        os.kill(supervisor, 0)
+    except (OSError, ValueError, IndexError):
+        return False
+    # A zombie (ended, not yet reaped by init) counts as gone.
+    try:
+        return Path(f"/proc/{supervisor}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def wait(args: argparse.Namespace) -> dict:
+    out = Path(args.output_dir)
+    deadline = time.monotonic() + max(args.seconds, 0)
+    while True:
+        if (out / STATUS).exists():
+            document = json.loads((out / STATUS).read_text(encoding="utf-8"))
+            document["stdout"] = tail(out / LOG)
+            return document
+        if not alive(out):
+            # Written between the two checks, or the supervisor was killed without a word.
+            if (out / STATUS).exists():
+                continue
+            return {"finished": 1, "rc": None, "timed_out": False, "stdout": tail(out / LOG),
+                    "msg": "the case's supervisor is gone (killed, or never started)"}
+        if time.monotonic() >= deadline:
+            return {"finished": 0}
+        time.sleep(0.2)
+
+
+def tail(path: Path, size: int = 4096) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(path.stat().st_size - size, 0))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    begin = sub.add_parser("start")
+    begin.add_argument("--output-dir", required=True)
+    begin.add_argument("--timeout", type=float, required=True)
+    begin.add_argument("--config-json")
+    begin.add_argument("argv", nargs=argparse.REMAINDER)
+    watch = sub.add_parser("wait")
+    watch.add_argument("--output-dir", required=True)
+    watch.add_argument("--seconds", type=float, default=10)
+    args = parser.parse_args()
+    result = start(args) if args.action == "start" else wait(args)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The launch role's host side (roles/launch/files/node_job.py), run for real: start a command
+in the background, wait for it a slice at a time, kill it at the timeout; its reports, shaped as
+Ansible's script module returns them, read by the round's wait logic."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+from flagperf_ansible.round_wait import node_failed, node_finished, node_outcome, round_over
+
+NODE_JOB = Path(__file__).resolve().parents[1] / "roles" / "launch" / "files" / "node_job.py"
+
+
+def node_job(*args: str) -> dict:
+    """Run node_job.py; its result as ansible.builtin.script registers it."""
+    done = subprocess.run([sys.executable, str(NODE_JOB), *args], capture_output=True,
+                          text=True, timeout=60)
+    return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "changed": True}
+
+
+def start(out: Path, *argv: str, timeout: float = 60, config: dict | None = None) -> dict:
+    extra = ["--config-json", json.dumps(config)] if config is not None else []
+    return node_job("start", "--output-dir", str(out), "--timeout", str(timeout), *extra,
+                    "--", *argv)
+
+
+def wait(out: Path, seconds: float) -> dict:
+    return node_job("wait", "--output-dir", str(out), "--seconds", str(seconds))
+
+
+def test_start_writes_the_config_and_wait_reports_the_exit_code(tmp_path):
+    out = tmp_path / "node"
+    config = {"lr": 0.1, "train_batch_size": 32, "name": "x: y"}
+    started = start(out, sys.executable, "-c", "import sys; print('hello'); sys.exit(3)",
+                    config=config)
+    assert json.loads(started["stdout"])["msg"] == "started"
+    assert yaml.safe_load((out / "config.yaml").read_text()) == config
+
+    poll = wait(out, 30)
+    assert node_finished(poll) and node_failed(poll)
+    outcome = node_outcome(poll)
+    assert outcome["rc"] == 3 and not outcome["timed_out"] and not outcome["stopped"]
+    assert "hello" in outcome["output"]
+    assert "hello" in (out / "launcher.log").read_text()
+    assert json.loads((out / "launch.json").read_text())["rc"] == 3
+
+
+def test_wait_reports_a_running_case_after_its_slice_and_the_round_goes_on(tmp_path):
+    out = tmp_path / "node"
+    start(out, "sleep", "30")
+    began = time.monotonic()
+    poll = wait(out, 0.5)
+    assert time.monotonic() - began >= 0.5          # it waited on the host for the slice
+    assert not node_finished(poll)
+    done = wait(tmp_path / "node-b", 0)             # never started: the helper says so
+    assert node_finished(done) and node_failed(done)
+    assert round_over(["a"], {"a": poll}, ["a"], 2e12) is False
+    assert round_over(["a", "b"], {"a": poll, "b": done}, ["a", "b"], 2e12) is True
+    assert node_outcome(poll)["stopped"]            # a round that ends now stops it
+    _kill_group(out)
+
+
+def test_the_host_kills_the_whole_process_group_at_the_timeout(tmp_path):
+    out = tmp_path / "node"
+    start(out, "sh", "-c", "sleep 60 & sleep 60", timeout=1)
+    child = int((out / "launch.pid").read_text().split()[1])
+    members = [p for p in psutil.process_iter() if _pgid(p.pid) == child]
+    assert len(members) >= 2                        # the shell and its background sleep
+    poll = wait(out, 30)
+    outcome = node_outcome(poll)
+    assert outcome["timed_out"] and outcome["rc"] is None
+    assert not [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_command_that_cannot_run_is_a_failed_node(tmp_path):
+    out = tmp_path / "node"
+    start(out, str(tmp_path / "no-such-launcher"))
+    poll = wait(out, 30)
+    assert node_failed(poll) and node_outcome(poll)["rc"] == 127
+
+
+def test_a_supervisor_killed_without_a_word_ends_the_node(tmp_path):
+    out = tmp_path / "node"
+    start(out, "sleep", "30")
+    _kill_group(out)
+    poll = wait(out, 30)
+    assert node_finished(poll) and node_failed(poll)
+    assert node_outcome(poll)["rc"] is None
+
+
+def test_a_helper_that_printed_nothing_is_a_failed_node():
+    poll = {"rc": 2, "stdout": "", "stderr": "node_job.py: error: unrecognized arguments"}
+    assert node_finished(poll) and node_failed(poll)
+    assert "unrecognized" in node_outcome(poll)["output"]
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _kill_group(out: Path) -> None:
+    """Kill the supervisor and the case's process group, as the launch role's stop does."""
+    supervisor, child = (int(x) for x in (out / "launch.pid").read_text().split())
+    for kill in (lambda: os.kill(supervisor, signal.SIGKILL),
+                 lambda: os.killpg(child, signal.SIGKILL)):
+        try:
+            kill()
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and psutil.pid_exists(supervisor) and \
+            psutil.Process(supervisor).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.05)
