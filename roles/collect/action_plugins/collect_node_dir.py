@@ -9,11 +9,13 @@ and one file transfer per host, whatever the number of files:
 2. fetch that archive (the connection's file transfer, sftp over the open ssh connection);
 3. on the host: remove the archive, and ``src`` with ``remove``;
 4. on the controller: unpack it into ``dest`` (entries that would land outside ``dest``, links
-   and devices are refused) and write ``launch_log`` there as ``launcher.log`` when not empty.
+   and devices are refused) and write each of ``logs`` there (file name -> text; empty texts
+   are skipped).
 
 Options: ``src`` (host folder, required), ``dest`` (controller folder, required),
 ``extra_files`` (host files to add, missing ones skipped), ``exclude`` (tar patterns,
-default ``["*.pid"]``), ``remove`` (bool, default true), ``launch_log`` (text, default "").
+default ``["*.pid"]``), ``remove`` (bool, default true), ``logs`` (dict, default {}; a name
+with a folder in it is refused).
 Needs ``sh``, ``mkdir``, ``cp``, ``tar`` with gzip and ``rm`` on the host. Returns ``dest``
 and ``files`` (paths relative to ``dest``). Check mode changes nothing.
 """
@@ -33,7 +35,7 @@ from ansible.plugins.action import ActionBase
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = True
-    _VALID_ARGS = frozenset(("src", "dest", "extra_files", "exclude", "remove", "launch_log"))
+    _VALID_ARGS = frozenset(("src", "dest", "extra_files", "exclude", "remove", "logs"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -45,7 +47,10 @@ class ActionModule(ActionBase):
         extra_files = list(args.get("extra_files") or [])
         exclude = list(args.get("exclude", ["*.pid"]) or [])
         remove = boolean(args.get("remove", True), strict=True)
-        launch_log = to_text(args.get("launch_log") or "")
+        logs = {to_text(name): to_text(text or "") for name, text in (args.get("logs") or {}).items()}
+        for name in logs:
+            if name in ("", ".", "..") or "/" in name or "\\" in name:
+                raise AnsibleActionFail(f"logs: not a plain file name: {name!r}")
         if self._task.check_mode:
             result.update(changed=False, skipped=True, msg="check mode: nothing fetched")
             return result
@@ -72,10 +77,11 @@ class ActionModule(ActionBase):
             files = _unpack(local, dest)
         finally:
             os.unlink(local)
-        if launch_log:
-            with open(os.path.join(dest, "launcher.log"), "w", encoding="utf-8") as out:
-                out.write(launch_log)
-            files = sorted({*files, "launcher.log"})
+        for name, text in logs.items():
+            if text:
+                with open(os.path.join(dest, name), "w", encoding="utf-8") as out:
+                    out.write(text)
+                files = sorted({*files, name})
         result.update(changed=True, dest=dest, files=files)
         return result
 
