@@ -13,12 +13,11 @@ except ImportError:  # running from a checkout without `pip install`: src/ besid
 
 from ansible.errors import AnsibleFilterError
 
-from flagperf_ansible.casespec import parse_case_spec
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.inventory import CONNECTION_VARS, HOST_GROUP, check_hosts, load_inventory
+# Only light modules here: every forked worker that renders a template with a filter imports
+# this file again, once per task and host. The case-spec and plan filters (pydantic models,
+# YAML) import what they need when called.
 from flagperf_ansible.launch import container_name, image_tag, launch_argv, launch_env
-from flagperf_ansible.plan import build_plan
-from flagperf_ansible.results import node_dir_name
+from flagperf_ansible.provenance import node_dir_name
 from flagperf_ansible.round_wait import job_status, node_finished, node_outcome, round_over
 
 DOCUMENTATION = """
@@ -41,6 +40,9 @@ def _plain(value):
 def flagperf_case_spec(item):
     """A case spec (mapping or FlagPerf ``model:framework:hardware:nnodes:nproc:repeat``)
     as a mapping with ``case_id``."""
+    from flagperf_ansible.casespec import parse_case_spec
+    from flagperf_ansible.errors import ConfigError
+
     try:
         spec = parse_case_spec(_plain(item))
     except ConfigError as err:
@@ -98,6 +100,10 @@ def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
     Raises:
         AnsibleFilterError: one line naming the file and key at fault.
     """
+    from flagperf_ansible.errors import ConfigError
+    from flagperf_ansible.inventory import CONNECTION_VARS, HOST_GROUP, check_hosts, load_inventory
+    from flagperf_ansible.plan import build_plan
+
     project = Path(project_dir)
     base = _plain(settings)
     hosts = [str(h) for h in hosts]

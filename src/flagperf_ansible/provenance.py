@@ -33,6 +33,11 @@ def host_label(noderank_or_index: int) -> str:
     return f"host{int(noderank_or_index)}"
 
 
+def node_dir_name(host: str, noderank: int, mask: bool = False) -> str:
+    """``<host>_noderank<i>``: one host's folder in a round (``host<i>_noderank<i>`` masked)."""
+    return f"{host_label(noderank) if mask else host}_noderank{noderank}"
+
+
 class Masker:
     """Replaces host names and addresses in documents.
 

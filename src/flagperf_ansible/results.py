@@ -30,7 +30,7 @@ from typing import Any
 from flagperf_ansible.mfu import round_mfu
 from flagperf_ansible.monitoring import summarize_round
 from flagperf_ansible.perflog import find_rank_logs, parse_rank_log
-from flagperf_ansible.provenance import Masker, controller_provenance, host_label
+from flagperf_ansible.provenance import Masker, controller_provenance, host_label, node_dir_name
 from flagperf_ansible.stats import OLYMPIC_MIN_N, case_passes, describe, numeric_fields
 
 _NODE_DIR = re.compile(r"^(?P<host>.+)_noderank(?P<noderank>\d+)$")
@@ -53,11 +53,6 @@ def write_json(path: Path, data: Any) -> None:
 def read_json(path: Path) -> Any:
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
-
-
-def node_dir_name(host: str, noderank: int, mask: bool = False) -> str:
-    """``<host>_noderank<i>``: one host's folder in a round (``host<i>_noderank<i>`` masked)."""
-    return f"{host_label(noderank) if mask else host}_noderank{noderank}"
 
 
 def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
