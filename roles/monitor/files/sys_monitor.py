@@ -351,6 +351,9 @@ def run_daemon(output_dir: Path, args: argparse.Namespace) -> str:
             if stop:
                 break
             sampler.tick()
+        if stop:
+            # A last sample at the stop: what ran until then is covered to its end.
+            sampler.tick()
     except Exception as err:
         status = "died"
         info["detail"] = f"{type(err).__name__}: {err}"
