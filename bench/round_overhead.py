@@ -128,19 +128,6 @@ def close_connections(control_dir: Path) -> None:
                        capture_output=True, timeout=30)
 
 
-def sshd_sessions(cluster: loopback_cluster.Cluster) -> list:
-    """The per-connection sshd processes of the cluster (children of its listeners)."""
-    import psutil
-
-    found = []
-    for process in cluster.processes:
-        try:
-            found += psutil.Process(process.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
-
 def host_base() -> Path:
     """This benchmark's folder on the hosts (its cluster's port in the name)."""
     home = Path(os.path.expanduser(f"~{loopback_cluster.USER}"))
@@ -160,7 +147,7 @@ def stop_cluster(cluster: loopback_cluster.Cluster, control_dir: Path) -> int:
     """Close the connections, stop the listeners and their sessions; sshd processes left."""
     import psutil
 
-    sessions = sshd_sessions(cluster)
+    sessions = cluster.sessions()
     close_connections(control_dir)
     cluster.stop()
     left = [p for p in sessions if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -31,6 +31,22 @@ def scratch_project(tmp_path: Path) -> Path:
     return target
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Two loopback sshd hosts with an inventory (tests/loopback_cluster.py), one set per test
+    module; skipped where they cannot run, a failure in CI (which must provide them)."""
+    import loopback_cluster
+
+    missing = loopback_cluster.problems()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide the test cluster: " + "; ".join(missing))
+        pytest.skip("no test cluster here: " + "; ".join(missing))
+    running = loopback_cluster.start(tmp_path_factory.mktemp("cluster"), count=2)
+    yield running
+    running.stop()
+
+
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The digits data set in the ImageNet folder layout (written once per session)."""

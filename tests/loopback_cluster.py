@@ -119,17 +119,24 @@ class Cluster:
             stderr=open(self.state / f"{name}_sshd.log", "a"))
         wait_port(self.hosts[name], PORT)
 
+    def sessions(self) -> list:
+        """The per-connection sshd processes (children of the listeners), as psutil processes."""
+        import psutil
+
+        found = []
+        for process in self.processes:
+            try:
+                found += psutil.Process(process.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                pass
+        return found
+
     def stop(self) -> None:
         """Stop the listeners and their sessions: a connection kept open by ssh's
         ControlPersist outlives its listener otherwise."""
         import psutil
 
-        sessions = []
-        for process in self.processes:
-            try:
-                sessions += psutil.Process(process.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                pass
+        sessions = self.sessions()
         for process in self.processes:
             process.terminate()
         for process in self.processes:

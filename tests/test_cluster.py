@@ -3,7 +3,6 @@ non-root ssh user; resnet50 across both hosts (1 process each, gloo) through sit
 wrapper on this cluster: tests/test_faults.py.)"""
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -11,22 +10,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-import loopback_cluster
 from flagperf_ansible.launch import image_tag
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    missing = loopback_cluster.problems()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail("CI must provide the test cluster: " + "; ".join(missing))
-        pytest.skip("no test cluster here: " + "; ".join(missing))
-    running = loopback_cluster.start(tmp_path_factory.mktemp("cluster"), count=2)
-    yield running
-    running.stop()
 
 
 def left_behind(run_id: str) -> tuple[list[str], list[int]]:

@@ -33,7 +33,6 @@ PLAYBOOK = """
         sys_info_output_dir: "{{ node_dir }}"
         sys_info_python: "{{ ansible_playbook_python }}"
         sys_info_vendor_dir: "{{ checkout }}/vendors/cpu"
-        sys_info_install_dir: "{{ workdir }}/bin"
 
     - name: Start the monitor
       ansible.builtin.import_role:
@@ -42,7 +41,6 @@ PLAYBOOK = """
       vars: &monitor
         monitor_output_dir: "{{ node_dir }}"
         monitor_python: "{{ ansible_playbook_python }}"
-        monitor_install_dir: "{{ workdir }}/bin"
         monitor_interval: 0.2
         monitor_max_seconds: 120
         monitor_vendor_plugin: "{{ checkout }}/vendors/cpu/monitor.py"

@@ -25,18 +25,6 @@ PARTS = ("benchmarks", "vendors", "roles", "playbooks", "plugins", "collections"
          "site.yml", "ansible.cfg")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    missing = loopback_cluster.problems()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail("CI must provide the test cluster: " + "; ".join(missing))
-        pytest.skip("no test cluster here: " + "; ".join(missing))
-    running = loopback_cluster.start(tmp_path_factory.mktemp("cluster"), count=2)
-    yield running
-    running.stop()
-
-
 class Scene:
     """A copy of the checkout with the diagnostic case's parameters set for a fault, and the
     commands that run it on the cluster."""

@@ -151,19 +151,18 @@ def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
         raise AnsibleFilterError(str(err)) from None
 
 
-def flagperf_round_hosts(hosts, hostvars, active=None, poll_var="__node_poll",
-                         deadline_passed=False):
+def flagperf_round_hosts(hosts, hostvars, active, poll_var, deadline_passed=False):
     """``[{host, noderank, rc, timed_out, stopped, lost}]`` of a round, from each host's last
     poll result, registered as ``poll_var`` (see ``round_wait.node_outcome``; ``rc`` None where
     the node never exited by itself; ``lost`` when the host left the play, e.g. it became
     unreachable). ``deadline_passed``: the round's timeout has passed (a node still running
     then counts as timed out)."""
     rows = []
-    active = None if active is None else {str(h) for h in active}
+    active = {str(h) for h in active}
     for noderank, host in enumerate(hosts):
         outcome = node_outcome(_plain(hostvars[host].get(str(poll_var)) or {}),
                                bool(deadline_passed))
-        lost = active is not None and str(host) not in active
+        lost = str(host) not in active
         rows.append({"host": str(host), "noderank": noderank, "rc": outcome["rc"],
                      "timed_out": outcome["timed_out"], "stopped": outcome["stopped"],
                      "lost": lost})
