@@ -66,3 +66,26 @@ def test_truncated_log_keeps_what_parsed(tmp_path):
     assert [e["event"] for e in rank_log.events] == ["INIT_START"]
     assert rank_log.bad_lines == 1
     assert rank_log.finished is None
+
+
+def test_exit_rank_flushes_the_output_then_ends_with_the_status(tmp_path):
+    """A rank ends at once, even with a non-daemon thread that would hold it at interpreter exit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    script = (
+        "import sys, threading, time\n"
+        f"sys.path.insert(0, {str(benchmarks)!r})\n"
+        "from driver import perflog\nfrom driver.dist import exit_rank\n"
+        "threading.Thread(target=time.sleep, args=(600,)).start()\n"
+        "perflog.PerfLogger(rank=0).log(perflog.FINISHED, {'p_whole': 1.0})\n"
+        "sys.stdout.write('no newline yet')\n"
+        "exit_rank(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3
+    assert '"event": "FINISHED"' in done.stdout
+    assert done.stdout.endswith("no newline yet")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
+from typing import NoReturn
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,23 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
 
 
 def shutdown(info: DistInfo) -> None:
+    """Leave the process group (no-op in a single process)."""
     if info.world_size > 1:
         import torch.distributed as torch_dist
 
         torch_dist.destroy_process_group()
+
+
+def exit_rank(status: int) -> NoReturn:
+    """End the rank's process with ``status`` now, once its output is flushed.
+
+    After the process group is destroyed, a rank can still hang at interpreter exit in native
+    destructors (gloo's pairs, DDP's reducer) freed with the case's objects; torchrun then waits
+    for it until the round's timeout although the rank wrote FINISHED. Everything the case
+    writes is on stdout/stderr (PerfLog) or already closed, so skipping those destructors loses
+    nothing. Call it only with the case's status, after ``main()`` returned: an exception
+    still ends the process the normal way, with its traceback.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -20,7 +20,8 @@ import torch.nn.functional as F  # noqa: E402
 
 from driver import perflog  # noqa: E402
 from driver.case_io import load_config, parse_case_args, redirect_rank_output  # noqa: E402
-from driver.dist import DistInfo, all_reduce_sum, dist_info, init_distributed, shutdown  # noqa: E402
+from driver.dist import (DistInfo, all_reduce_sum, dist_info, exit_rank, init_distributed,  # noqa: E402
+                         shutdown)
 from driver.finished import RoundClock  # noqa: E402
 from image_folder import ImageFolder  # noqa: E402
 from model import build_resnet50  # noqa: E402
@@ -169,4 +170,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_rank(main())
