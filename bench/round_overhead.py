@@ -18,7 +18,9 @@ once, then each round alone, as the wrapper runs it: ``ansible-playbook playbook
 * ``overhead = step - e2e`` (``in-play - e2e`` beside it), and per added host:
   ``(overhead(N) - overhead(2)) / (N - 2)``;
 * ``ctl CPU``: CPU seconds of the controller side of the round (ansible-playbook, its
-  workers, local module runs, ssh clients and ControlPersist masters);
+  workers, local module runs, ssh clients and ControlPersist masters), and its growth per
+  added host (on a real cluster the hosts' own work runs on their own cores, so the
+  controller's share is what grows with the host count);
 * ``hosts CPU``: CPU seconds of the hosts' side, all hosts together (their sshd processes
   and what those ran: module runs, commands; not the detached case, monitor or containers);
   the CPU figures depend much less than the wall times on other load on the machine;
@@ -235,7 +237,8 @@ def baseline(cluster: loopback_cluster.Cluster, control_dir: Path, repeat: int,
 def print_table(figures: dict[tuple[int, str], dict]) -> None:
     header = (f"{'hosts':>5} {'runtime':<7} {'step s':>7} {'in-play s':>9} {'e2e s':>6} "
               f"{'overhead s':>10} {'in-play ovh':>11} {'per added host':>14} "
-              f"{'ctl CPU s':>9} {'hosts CPU s':>11} {'tasks/host':>10} {'load':>5}")
+              f"{'ctl CPU s':>9} {'ctl CPU/added host':>18} {'hosts CPU s':>11} {'tasks/host':>10} "
+              f"{'load':>5}")
     print(header)
     print("-" * len(header))
     for runtime in dict.fromkeys(r for _, r in figures):
@@ -243,12 +246,14 @@ def print_table(figures: dict[tuple[int, str], dict]) -> None:
         first = figures[(counts[0], runtime)]
         for hosts in counts:
             row = figures[(hosts, runtime)]
-            growth = ("" if hosts == counts[0] else
-                      f"{(row['overhead'] - first['overhead']) / (hosts - counts[0]):.2f}")
+            added = hosts - counts[0]
+            growth = "" if not added else f"{(row['overhead'] - first['overhead']) / added:.2f}"
+            ctl_growth = ("" if not added else
+                          f"{(row['controller_cpu'] - first['controller_cpu']) / added:.2f}")
             print(f"{hosts:>5} {runtime:<7} {row['step']:>7.1f} {row['in_play']:>9.1f} "
                   f"{row['e2e']:>6.2f} {row['overhead']:>10.1f} {row['in_play_overhead']:>11.1f} "
-                  f"{growth:>14} {row['controller_cpu']:>9.1f} {row['hosts_cpu']:>11.1f} "
-                  f"{row['tasks']:>10.0f} {row['load']:>5.1f}")
+                  f"{growth:>14} {row['controller_cpu']:>9.1f} {ctl_growth:>18} "
+                  f"{row['hosts_cpu']:>11.1f} {row['tasks']:>10.0f} {row['load']:>5.1f}")
 
 
 def main() -> int:

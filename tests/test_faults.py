@@ -115,12 +115,12 @@ def containers(run_id: str = "") -> list[str]:
                           check=True).stdout.split()
 
 
-def _processes(run_id: str, script: str) -> list[int]:
-    """The cluster user's processes running ``script`` whose command line names ``run_id``
+def _processes(run_id: str, word: str) -> list[int]:
+    """The cluster user's processes with ``word`` in their command line that name ``run_id``
     (in their output folder): the case's (runtime none) or the monitors."""
     return [p.pid for p in psutil.process_iter(["cmdline", "username"])
             if p.info["username"] == loopback_cluster.USER
-            and any(script in a for a in p.info["cmdline"] or [])
+            and any(word in a for a in p.info["cmdline"] or [])
             and any(run_id in a for a in p.info["cmdline"] or [])]
 
 
@@ -129,7 +129,9 @@ def case_processes(run_id: str) -> list[int]:
 
 
 def monitors(run_id: str) -> list[int]:
-    return _processes(run_id, "sys_monitor")
+    # The monitor reads its program from standard input (``python3 - start ...``): it is the
+    # process with the option only it takes.
+    return _processes(run_id, "--max-seconds")
 
 
 def nothing_left(run_id: str) -> None:

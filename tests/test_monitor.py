@@ -20,8 +20,15 @@ CPU_PLUGIN = str(ROOT / "vendors/cpu/monitor.py")
 
 
 def monitor(action, out, *extra):
-    return subprocess.run([sys.executable, str(SCRIPT), action, "--output-dir", str(out), *extra],
-                          capture_output=True, text=True, timeout=30)
+    """Run the script as the monitor role does (flagperf.benchmark.piped_script: its text on the
+    interpreter's standard input)."""
+    return subprocess.run([sys.executable, "-", action, "--output-dir", str(out), *extra],
+                          input=SCRIPT.read_text(), capture_output=True, text=True, timeout=30)
+
+
+def pid_of(out):
+    """The monitor's pid from its pid file (``PID START_TIME``)."""
+    return int((out / "sys_monitor.pid").read_text().split()[0])
 
 
 def alive(pid):
@@ -37,12 +44,12 @@ def alive(pid):
 def test_start_sample_stop(tmp_path):
     started = monitor("start", tmp_path, "--interval", "0.1")
     assert started.returncode == 0, started.stderr
-    pid = int((tmp_path / "sys_monitor.pid").read_text())
+    pid = pid_of(tmp_path)
     assert alive(pid)
 
     again = monitor("start", tmp_path, "--interval", "0.1")
     assert "already running" in again.stdout
-    assert int((tmp_path / "sys_monitor.pid").read_text()) == pid
+    assert pid_of(tmp_path) == pid
 
     time.sleep(0.6)
     stopped = monitor("stop", tmp_path)
@@ -73,17 +80,17 @@ def test_two_rounds_never_share_a_monitor(tmp_path):
     first, second = tmp_path / "run1/round1", tmp_path / "run2/round1"
     assert monitor("start", first).returncode == 0
     assert monitor("start", second).returncode == 0
-    pids = {int((d / "sys_monitor.pid").read_text()) for d in (first, second)}
+    pids = {pid_of(d) for d in (first, second)}
     assert len(pids) == 2
     monitor("stop", first)
-    assert alive(int((second / "sys_monitor.pid").read_text()))
+    assert alive(pid_of(second))
     monitor("stop", second)
     assert not any(alive(p) for p in pids)
 
 
 def test_stale_pid_file_after_a_crash_is_replaced(tmp_path):
     assert monitor("start", tmp_path).returncode == 0
-    pid = int((tmp_path / "sys_monitor.pid").read_text())
+    pid = pid_of(tmp_path)
     os.kill(pid, signal.SIGKILL)                 # the monitor dies without cleaning up
     deadline = time.time() + 5
     while alive(pid) and time.time() < deadline:
@@ -95,9 +102,31 @@ def test_stale_pid_file_after_a_crash_is_replaced(tmp_path):
     monitor("stop", tmp_path)
 
 
+def test_a_pid_file_naming_another_process_is_not_the_monitor(tmp_path):
+    """A pid reused by another process (its start time differs from the recorded one) is
+    neither reported as the running monitor nor signalled by stop."""
+    other = subprocess.Popen(["sleep", "60"])
+    real = None
+    try:
+        (tmp_path / "sys_monitor.pid").write_text(f"{other.pid} 1\n")
+        started = monitor("start", tmp_path)
+        assert started.returncode == 0 and "monitor started" in started.stdout
+        real = pid_of(tmp_path)
+        assert real != other.pid and alive(real)
+        (tmp_path / "sys_monitor.pid").write_text(f"{other.pid} 1\n")
+        stopped = monitor("stop", tmp_path)
+        assert stopped.returncode == 0 and "had died" in stopped.stdout
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+        if real:
+            os.kill(real, signal.SIGTERM)
+
+
 def test_monitor_ends_by_itself_after_max_seconds(tmp_path):
     assert monitor("start", tmp_path, "--interval", "0.1", "--max-seconds", "0.5").returncode == 0
-    pid = int((tmp_path / "sys_monitor.pid").read_text())
+    pid = pid_of(tmp_path)
     deadline = time.time() + 10
     while alive(pid) and time.time() < deadline:
         time.sleep(0.1)
@@ -139,7 +168,7 @@ def record(run_dir, rc=0):
 def test_monitor_killed_mid_round_is_reported_as_died(tmp_path):
     node, stream, log = round_with_rank_log(tmp_path)
     assert monitor("start", node, "--interval", "0.1", "--vendor-plugin", CPU_PLUGIN).returncode == 0
-    pid = int((node / "sys_monitor.pid").read_text())
+    pid = pid_of(node)
     time.sleep(0.4)
     kill_and_reap(pid)                           # the monitor crashes; the round goes on
     time.sleep(0.2)
@@ -160,7 +189,7 @@ def test_monitor_killed_mid_round_is_reported_as_died(tmp_path):
 def test_crashed_case_still_gets_its_monitor_stopped_and_summarized(tmp_path):
     node, stream, log = round_with_rank_log(tmp_path)
     assert monitor("start", node, "--interval", "0.1", "--vendor-plugin", CPU_PLUGIN).returncode == 0
-    pid = int((node / "sys_monitor.pid").read_text())
+    pid = pid_of(node)
     time.sleep(0.5)
     finish_rank_log(node, stream, log, train_end=False)   # the case crashed after TRAIN_START
     stopped = monitor("stop", node)
@@ -178,7 +207,7 @@ def test_crashed_case_still_gets_its_monitor_stopped_and_summarized(tmp_path):
 def test_expired_monitor_is_reported_as_died(tmp_path):
     node, stream, log = round_with_rank_log(tmp_path)
     assert monitor("start", node, "--interval", "0.1", "--max-seconds", "0.3").returncode == 0
-    pid = int((node / "sys_monitor.pid").read_text())
+    pid = pid_of(node)
     deadline = time.time() + 10
     while alive(pid) and time.time() < deadline:
         time.sleep(0.05)

@@ -1,6 +1,6 @@
 """The launch role's host side (roles/launch/files/node_job.py), run for real: start a command
 in the background, wait for it a slice at a time, kill it at the timeout; its reports, shaped as
-Ansible's script module returns them, read by the round's wait logic."""
+flagperf.benchmark.piped_script returns them, read by the round's wait logic."""
 
 import json
 import os
@@ -19,9 +19,11 @@ NODE_JOB = Path(__file__).resolve().parents[1] / "roles" / "launch" / "files" / 
 
 
 def node_job(*args: str) -> dict:
-    """Run node_job.py; its result as ansible.builtin.script registers it."""
-    done = subprocess.run([sys.executable, str(NODE_JOB), *args], capture_output=True,
-                          text=True, timeout=60)
+    """Run node_job.py as flagperf.benchmark.piped_script does (its text on the interpreter's
+    standard input, which ends before it runs); the result as that action registers it. A
+    start returns although the case it left running still runs."""
+    done = subprocess.run([sys.executable, "-", *args], input=NODE_JOB.read_text(),
+                          capture_output=True, text=True, timeout=60)
     return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "changed": True}
 
 

@@ -141,7 +141,7 @@ def test_nothing_turns_host_key_checking_off():
 # -- containers ----------------------------------------------------------------------------------
 
 def _privileged_of_the_container_task() -> str:
-    for task in tasks(load(ROOT / "roles/container/tasks/main.yml")):
+    for task in tasks(load(ROOT / "roles/container/tasks/start.yml")):
         name, args = module_of(task)
         if name == "docker_container" and args.get("state") == "started":
             return args["privileged"]
@@ -190,20 +190,29 @@ def test_no_task_asks_for_privileged_containers_itself():
 
 # -- no shell strings from user values -----------------------------------------------------------
 
-# A list, or lists joined in parentheses, then every item quoted.
-QUOTED_ARGV = re.compile(r"^\S+\.py \{\{ (\[.*\]|\(\[.*\)) \| map\('string'\) \| map\('quote'\) "
-                         r"\| join\(' '\) \}\}$", re.DOTALL)
-
-
-def test_scripts_get_their_arguments_each_quoted():
-    """`ansible.builtin.script` (no argv option) runs a command line: ours is built only from a
-    list of arguments, each passed through `quote`, the same as argv."""
-    scripts = [(rel(path), task) for path, task in ALL_TASKS if module_of(task)[0] == "script"]
-    assert scripts, "the monitor and sys_info roles ship their scripts with the script module"
+def test_scripts_get_an_argument_list():
+    """Our scripts go to the host's interpreter by `flagperf.benchmark.piped_script`, which
+    quotes each element of `argv` as one word: no command line is built from values, and no
+    task uses `ansible.builtin.script` (a command line string)."""
+    scripts = [(rel(path), task) for path, task in ALL_TASKS
+               if "flagperf.benchmark.piped_script" in task]
+    assert {path for path, _task in scripts} >= {
+        "roles/monitor/tasks/start.yml", "roles/monitor/tasks/stop.yml",
+        "roles/sys_info/tasks/main.yml", "roles/launch/tasks/start.yml",
+        "roles/launch/tasks/wait.yml"}
     for path, task in scripts:
-        args = module_of(task)[1]
-        command = " ".join(str(args["cmd"]).split())
-        assert QUOTED_ARGV.match(command), f"{path}: {task.get('name')}: {command}"
+        args = task["flagperf.benchmark.piped_script"]
+        where = f"{path}: {task.get('name')}"
+        assert set(args) <= {"script", "argv", "executable"}, where
+        assert "{{" not in args["script"], where
+        argv = args["argv"]
+        if isinstance(argv, str):
+            # One expression producing the list: the package's argv builder after our options.
+            text = " ".join(argv.split())
+            assert text.startswith("{{ [") and "+ launch_round | flagperf.benchmark.flagperf_launch_argv(" in text, where
+        else:
+            assert isinstance(argv, list), where
+    assert not [rel(path) for path, task in ALL_TASKS if module_of(task)[0] == "script"]
 
 
 def test_the_only_shell_is_cache_clears_constant_command():

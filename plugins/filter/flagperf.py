@@ -177,7 +177,8 @@ def flagperf_round_over(hosts, hostvars, active, deadline_ms, poll_var):
 
 
 def flagperf_node_finished(poll):
-    """Whether a node's ``async_status`` result says it ended."""
+    """Whether a node's poll result (a wait step's report, or an ``async_status`` result)
+    says it ended."""
     return node_finished(_plain(poll or {}))
 
 

@@ -161,7 +161,6 @@ class Settings(BaseModel):
     flagperf_workdir: str
     flagperf_python: str
     flagperf_monitor_interval: Seconds
-    flagperf_poll_interval: Annotated[int, BeforeValidator(not_bool), Field(ge=1, le=600)] = 1
     flagperf_wait_slice: Annotated[int, BeforeValidator(not_bool), Field(ge=1, le=3600)] = 10
     flagperf_env: dict[str, Any] = {}
     flagperf_known_hosts_file: str

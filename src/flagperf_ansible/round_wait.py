@@ -1,8 +1,9 @@
 """Waiting for a round's nodes: when it is over, and how each node ended.
 
 Each node of a round runs in the background: runtime ``none`` under the launch role's
-``node_job.py`` (polled with its ``wait``, which blocks on the host for a slice), runtime
-``docker`` as an Ansible async job (polled with ``ansible.builtin.async_status``). The round
+``node_job.py`` (polled with its ``wait``), runtime ``docker`` as an Ansible async job (polled
+with the container role's ``async_wait.py``, which reads the job's results file as
+``ansible.builtin.async_status`` does); both polls block on the host for a slice. The round
 playbook polls them all a slice at a time and asks ``round_over`` after each. A round is over when
 every node has finished, when any node failed (the others are then stopped, as a distributed
 job cannot go on without one of its ranks), when a host is gone, or past the deadline.
@@ -19,10 +20,10 @@ TIMEOUT_MSG = "Timeout exceeded"     # what async_wrapper leaves when it kills a
 
 
 def job_status(poll: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """A node's poll result as a job status: an ``async_status`` result as it is; for an
-    ``ansible.builtin.script`` run of ``node_job.py``, the JSON document it printed (its last
-    JSON line), or, when it printed none (it could not run), a finished job with no exit code
-    and the script's error as ``msg``."""
+    """A node's poll result as a job status: an ``async_status`` result as it is; for a
+    ``flagperf.benchmark.piped_script`` run of ``node_job.py`` or ``async_wait.py``, the JSON
+    document it printed (its last JSON line), or, when it printed none (it could not run), a
+    finished job with no exit code and the script's error as ``msg``."""
     if not poll or "finished" in poll or poll.get("skipped") or poll.get("unreachable"):
         return poll or {}
     stdout = poll.get("stdout")

@@ -1,31 +1,32 @@
 """Fetch one host folder to the controller as a single archive.
 
 A task per file (find, then one fetch each) runs a Python module on the host for every file;
-on a fleet that is most of a round's orchestration time. This action runs two shell commands
-and one file transfer per host, whatever the number of files:
+on a fleet that is most of a round's orchestration time. This action costs two ssh exchanges
+per host (one with ``remove: false``), whatever the number of files:
 
 1. on the host: copy ``extra_files`` that exist into ``src`` (created when missing), then
-   ``tar -czf <src>.tar.gz`` of it, leaving out ``exclude`` patterns;
-2. fetch that archive (the connection's file transfer, sftp over the open ssh connection);
-3. on the host: remove the archive, and ``src`` with ``remove``;
-4. on the controller: unpack it into ``dest`` (entries that would land outside ``dest``, links
+   ``tar -cz`` of it to standard output, leaving out ``exclude`` patterns: the archive comes
+   back as the command's output (no archive file on the host, no separate transfer);
+2. on the controller: unpack it into ``dest`` (entries that would land outside ``dest``, links
    and devices are refused) and write each of ``logs`` there (file name -> text; empty texts
-   are skipped).
+   are skipped);
+3. on the host, with ``remove``: remove ``src``, only once everything is unpacked.
 
 Options: ``src`` (host folder, required), ``dest`` (controller folder, required),
 ``extra_files`` (host files to add, missing ones skipped), ``exclude`` (tar patterns,
 default ``["*.pid"]``), ``remove`` (bool, default true), ``logs`` (dict, default {}; a name
 with a folder in it is refused).
-Needs ``sh``, ``mkdir``, ``cp``, ``tar`` with gzip and ``rm`` on the host. Returns ``dest``
-and ``files`` (paths relative to ``dest``). Check mode changes nothing.
+Needs ``sh``, ``mkdir``, ``cp``, ``tar`` with gzip and ``rm`` on the host. The archive is
+held in memory on its way (a round's logs and samples: kilobytes to a few megabytes).
+Returns ``dest`` and ``files`` (paths relative to ``dest``). Check mode changes nothing.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
 import tarfile
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
@@ -34,7 +35,8 @@ from ansible.plugins.action import ActionBase
 
 
 class ActionModule(ActionBase):
-    TRANSFERS_FILES = True
+    # Nothing goes through a temporary folder on the host: no exchange to make or remove one.
+    TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("src", "dest", "extra_files", "exclude", "remove", "logs"))
 
     def run(self, tmp=None, task_vars=None):
@@ -56,27 +58,25 @@ class ActionModule(ActionBase):
             return result
 
         src = self._remote_expand_user(src).rstrip("/") or "/"
-        archive = f"{src}.tar.gz"
         pack = [f"mkdir -p {shlex.quote(src)}"]
         pack += [f"if [ -f {shlex.quote(f)} ]; then cp -p {shlex.quote(f)} {shlex.quote(src)}/; fi"
                  for f in extra_files]
-        pack.append(" ".join(["tar", "-czf", shlex.quote(archive),
+        pack.append(" ".join(["tar", "-czf", "-",
                               *(f"--exclude={shlex.quote(p)}" for p in exclude),
                               "-C", shlex.quote(src), "."]))
-        self._host_command(" && ".join(pack), "archive")
+        # The connection's own call, for the archive's bytes as they are (the low-level helper
+        # decodes the output as text).
+        rc, archive, stderr = self._connection.exec_command(
+            "/bin/sh -c " + shlex.quote(" && ".join(pack)), sudoable=False)
+        if rc != 0 or not archive:
+            raise AnsibleActionFail(f"archive on the host failed (rc {rc}): "
+                                    f"{to_text(stderr, errors='surrogate_or_replace').strip()}")
 
         dest = os.path.abspath(os.path.expanduser(dest))
         os.makedirs(dest, exist_ok=True)
-        handle, local = tempfile.mkstemp(prefix=".collect-", suffix=".tar.gz",
-                                         dir=os.path.dirname(dest))
-        os.close(handle)
-        try:
-            self._connection.fetch_file(archive, local)
-            cleanup = [archive, src] if remove else [archive]
-            self._host_command("rm -rf " + " ".join(shlex.quote(p) for p in cleanup), "clean up")
-            files = _unpack(local, dest)
-        finally:
-            os.unlink(local)
+        files = _unpack(io.BytesIO(archive), dest)
+        if remove:
+            self._host_command(f"rm -rf {shlex.quote(src)}", "clean up")
         for name, text in logs.items():
             if text:
                 with open(os.path.join(dest, name), "w", encoding="utf-8") as out:
@@ -92,11 +92,12 @@ class ActionModule(ActionBase):
                                     f"{(done.get('stderr') or done.get('stdout') or '').strip()}")
 
 
-def _unpack(archive: str, dest: str) -> list[str]:
-    """Regular files and folders of ``archive`` into ``dest``; their paths relative to it."""
+def _unpack(archive, dest: str) -> list[str]:
+    """Regular files and folders of ``archive`` (a gzip tar file object) into ``dest``; their
+    paths relative to it."""
     root = os.path.realpath(dest)
     files = []
-    with tarfile.open(archive, "r:gz") as tar:
+    with tarfile.open(fileobj=archive, mode="r:gz") as tar:
         members = []
         for member in tar.getmembers():
             target = os.path.realpath(os.path.join(root, member.name))

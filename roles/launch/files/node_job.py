@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Run one node's case processes in the background and report on them: the launch role's
-host side (standard library only, shipped with each task by ``ansible.builtin.script``).
+host side (standard library only, piped to the host's Python with each task by
+``flagperf.benchmark.piped_script``).
 
     node_job.py start --output-dir DIR --timeout S [--config-json JSON] -- ARGV...
     node_job.py wait --output-dir DIR --seconds S
@@ -17,8 +18,8 @@ the group when it outlives ``--timeout`` seconds, and writes ``DIR/launch.json``
 prints that document once it exists, with the last 4 KiB of ``launcher.log`` as ``stdout``;
 ``{"finished": 0}`` while ARGV still runs; ``finished`` with ``rc`` null and a ``msg`` when
 the supervisor is gone without a word (killed). One start and one wait per 10 s slice are the
-round's only module-free steps on a host: Ansible's async jobs cost about four ssh exchanges
-and a module run to start and a module run per poll.
+round's only steps on a host for its case, one ssh exchange each and no module run: Ansible's
+async jobs cost about four ssh exchanges and a module run to start and a module run per poll.
 
 Both print one JSON line and exit 0; errors in the arguments exit 2 (argparse).
 """
@@ -33,6 +34,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# The name in messages: the script reaches the host on standard input (sys.argv[0] is "-").
+PROG = "node_job.py"
 
 STATUS = "launch.json"
 PID = "launch.pid"
@@ -153,7 +157,7 @@ def tail(path: Path, size: int = 4096) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
     begin = sub.add_parser("start")
     begin.add_argument("--output-dir", required=True)

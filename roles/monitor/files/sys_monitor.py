@@ -46,6 +46,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The name in messages: the script reaches the host on standard input (sys.argv[0] is "-").
+PROG = "sys_monitor.py"
+
 PID_FILE = "sys_monitor.pid"
 CSV_FILE = "sys_monitor.csv"
 CORES_FILE = "cpu_cores.csv"
@@ -65,28 +68,46 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a running monitor: not gone, not a zombie, not a reused pid."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat`` after the command name (state first, start time at index 19:
+    field 22, clock ticks after boot; proc(5)); None when unreadable."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None = None) -> bool:
+    """Whether ``pid`` is a running monitor: not gone, not a zombie, and the process the pid
+    file names, not a reused pid (same start time as recorded there, when it was)."""
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    proc = Path(f"/proc/{pid}")
-    if not proc.is_dir():
+    if not Path(f"/proc/{pid}").is_dir():
         return True  # no procfs: trust the signal check
-    try:
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        cmdline = (proc / "cmdline").read_bytes()
-    except OSError:
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 20:
         return False
-    return state != "Z" and b"sys_monitor" in cmdline
+    return fields[0] != "Z" and (started is None or fields[19] == started)
 
 
-def _read_pid(path: Path) -> int | None:
+def _read_pid(path: Path) -> tuple[int | None, str | None]:
+    """The pid file's ``PID START_TIME`` (start time None when not recorded)."""
     try:
-        return int(path.read_text().split()[0])
+        words = path.read_text().split()
+        return int(words[0]), (words[1] if len(words) > 1 else None)
     except (OSError, ValueError, IndexError):
-        return None
+        return None, None
+
+
+def _write_pid(path: Path) -> None:
+    """Record this process and its start time: a later pid of the same number is not it. (The
+    command line cannot tell: the script reaches the host on standard input, ``python3 -``.)"""
+    fields = _stat_fields(os.getpid())
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{os.getpid()} {fields[19] if fields and len(fields) > 19 else ''}\n")
+    os.replace(tmp, path)
 
 
 def read_info(output_dir: Path) -> dict[str, Any]:
@@ -370,8 +391,8 @@ def run_daemon(output_dir: Path, args: argparse.Namespace) -> str:
 def start(output_dir: Path, args: argparse.Namespace) -> int:
     output_dir.mkdir(parents=True, exist_ok=True)
     pid_path = output_dir / PID_FILE
-    pid = _read_pid(pid_path)
-    if pid and _alive(pid):
+    pid, started = _read_pid(pid_path)
+    if pid and _alive(pid, started):
         print(f"monitor already running (pid {pid})")
         return 0
     try:
@@ -383,8 +404,8 @@ def start(output_dir: Path, args: argparse.Namespace) -> int:
     if os.fork():  # parent: wait for the daemon to write its pid file
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            pid = _read_pid(pid_path)
-            if pid and _alive(pid) and read_info(output_dir).get("pid") == pid:
+            pid, started = _read_pid(pid_path)
+            if pid and _alive(pid, started) and read_info(output_dir).get("pid") == pid:
                 print(f"monitor started (pid {pid})")
                 return 0
             time.sleep(0.05)
@@ -398,9 +419,7 @@ def start(output_dir: Path, args: argparse.Namespace) -> int:
     os.dup2(devnull, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    tmp = pid_path.with_suffix(".tmp")
-    tmp.write_text(f"{os.getpid()}\n")
-    os.replace(tmp, pid_path)
+    _write_pid(pid_path)
     code = 0
     try:
         run_daemon(output_dir, args)
@@ -410,7 +429,7 @@ def start(output_dir: Path, args: argparse.Namespace) -> int:
         traceback.print_exc()
         code = 1
     finally:
-        if _read_pid(pid_path) == os.getpid():
+        if _read_pid(pid_path)[0] == os.getpid():
             pid_path.unlink(missing_ok=True)
     os._exit(code)
 
@@ -418,15 +437,15 @@ def start(output_dir: Path, args: argparse.Namespace) -> int:
 def stop(output_dir: Path, args: argparse.Namespace) -> int:
     """Stop the monitor of ``output_dir``; record in monitor.json whether it had died."""
     pid_path = output_dir / PID_FILE
-    pid = _read_pid(pid_path)
+    pid, started = _read_pid(pid_path)
     info = read_info(output_dir)
-    if pid is not None and _alive(pid):
+    if pid is not None and _alive(pid, started):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + args.grace
-        while _alive(pid) and time.monotonic() < deadline:
+        while _alive(pid, started) and time.monotonic() < deadline:
             time.sleep(0.05)
         info = read_info(output_dir)
-        if _alive(pid):
+        if _alive(pid, started):
             os.kill(pid, signal.SIGKILL)
             info.update(status="stopped", detail=f"killed after {args.grace} s grace")
         message = f"monitor stopped (pid {pid})"
@@ -450,7 +469,7 @@ def stop(output_dir: Path, args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("start", "stop"))
     parser.add_argument("--output-dir", required=True, type=Path)
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")

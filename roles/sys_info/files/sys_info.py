@@ -25,6 +25,9 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+# The name in messages: the script reaches the host on standard input (sys.argv[0] is "-").
+PROG = "sys_info.py"
+
 
 def cpu_model() -> str | None:
     try:
@@ -107,7 +110,7 @@ def describe(vendor_dir: str, mask_label: str) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--output", required=True, type=Path)
     parser.add_argument("--vendor-dir", default="")
     parser.add_argument("--mask-label", default="")

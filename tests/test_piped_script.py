@@ -1,0 +1,96 @@
+"""flagperf.benchmark.piped_script, run by ansible-playbook on localhost: arguments arrive as
+words (nothing expanded), the task's environment applies, a non-zero exit fails the task,
+a background process it leaves does not hold the task, check mode runs nothing."""
+
+import json
+import os
+import signal
+import subprocess
+import textwrap
+
+SCRIPT = textwrap.dedent("""\
+    import json, os, subprocess, sys
+    child = None
+    if sys.argv[1:2] == ["detach"]:
+        # A background process with its own streams, outliving the playbook's time limit:
+        # the task must not wait for it.
+        child = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True).pid
+    print(json.dumps({"argv": sys.argv[1:], "env": os.environ.get("PIPED_SCRIPT_TEST"),
+                      "child": child}))
+    sys.exit(int(os.environ.get("PIPED_SCRIPT_EXIT", "0")))
+""")
+
+PLAYBOOK = textwrap.dedent("""\
+    - name: piped_script
+      hosts: localhost
+      gather_facts: false
+      vars:
+        ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+      tasks:
+        - name: Words as they are, with the task's environment
+          flagperf.benchmark.piped_script:
+            script: echo_args.py
+            argv: ["a b", "$(touch {marker})", "it's", 3]
+            executable: "{{{{ ansible_playbook_python }}}}"
+          environment:
+            PIPED_SCRIPT_TEST: "x y"
+          register: words
+
+        - name: A failing script fails the task
+          flagperf.benchmark.piped_script:
+            script: echo_args.py
+            executable: "{{{{ ansible_playbook_python }}}}"
+          environment:
+            PIPED_SCRIPT_EXIT: "3"
+          register: failing
+          ignore_errors: true
+
+        - name: A process left in the background does not hold the task
+          flagperf.benchmark.piped_script:
+            script: echo_args.py
+            argv: [detach]
+            executable: "{{{{ ansible_playbook_python }}}}"
+          register: detached
+
+        - name: Keep the results
+          ansible.builtin.copy:
+            content: "{{{{ {{'words': words, 'failing': failing, 'detached': detached}} | to_json }}}}"
+            dest: "{out}"
+            mode: "0644"
+          check_mode: false
+""")
+
+
+def run(tmp_path, project, venv_env, *extra):
+    (tmp_path / "files").mkdir(exist_ok=True)
+    (tmp_path / "files" / "echo_args.py").write_text(SCRIPT)
+    marker, out = tmp_path / "expanded", tmp_path / "out.json"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK.format(marker=marker, out=out))
+    done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,",
+                           "-c", "local", *extra],
+                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(out.read_text()), marker, done.stdout
+
+
+def test_piped_script_runs_the_script_with_its_words(tmp_path, project, venv_env):
+    results, marker, _stdout = run(tmp_path, project, venv_env)
+    detached = json.loads(results["detached"]["stdout"])
+    os.kill(detached["child"], signal.SIGKILL)
+    assert results["detached"]["rc"] == 0 and detached["argv"] == ["detach"]
+    words = results["words"]
+    assert words["rc"] == 0 and words["changed"] and not words.get("failed")
+    assert json.loads(words["stdout"]) == {"argv": ["a b", f"$(touch {marker})", "it's", "3"],
+                                           "env": "x y", "child": None}
+    assert not marker.exists()
+    failing = results["failing"]
+    assert failing["failed"] and failing["rc"] == 3 and "exited 3" in failing["msg"]
+
+
+def test_piped_script_runs_nothing_in_check_mode(tmp_path, project, venv_env):
+    results, _marker, _stdout = run(tmp_path, project, venv_env, "--check")
+    for name in ("words", "failing", "detached"):
+        assert results[name].get("skipped") and "rc" not in results[name], name
