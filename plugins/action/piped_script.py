@@ -4,10 +4,9 @@
 transfer, chmod, run, remove); this action costs one: ``<executable> - ARGV...`` with the
 script's text on standard input, so nothing is written on the host. On 32 loopback hosts a
 small Python script took 1.2 s a task this way against 2.7 s with ``script`` and 6.1 s with a
-``command`` module run. For scripts that read their program from standard input: Python
-(``executable: python3``), or ``sh``/``bash`` (``executable: sh``; ``-`` then ends the
-options). A script that starts background processes must detach them from the session's
-standard streams (the exchange ends when every copy of them is closed).
+``command`` module run. For an interpreter that reads its program from standard input when
+given ``-`` as the program (Python). A script that starts background processes must detach
+them from the session's standard streams (the exchange ends when every copy of them is closed).
 
 Options:
 
@@ -15,7 +14,7 @@ Options:
   (the role's ``files/``, then the playbook's);
 * ``argv`` (list, default ``[]``): the script's arguments, each passed as one word whatever
   it contains (quoted here; never split or expanded by the host's shell);
-* ``executable`` (default ``python3``): the interpreter on the host.
+* ``executable`` (default ``python3``): the Python on the host.
 
 The task's ``environment`` and ``become`` apply as they do to modules. Returns ``rc``,
 ``stdout``, ``stderr`` (and their ``_lines``); ``failed`` when ``rc`` is not 0 (use
