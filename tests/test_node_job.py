@@ -97,6 +97,38 @@ def test_a_supervisor_killed_without_a_word_ends_the_node(tmp_path):
     assert node_outcome(poll)["rc"] is None
 
 
+def test_stop_kills_the_case_group_and_the_supervisor_records_it(tmp_path):
+    out = tmp_path / "node"
+    start(out, "sh", "-c", "sleep 60 & sleep 60")
+    child = int((out / "launch.pid").read_text().split()[1])
+    members = [p for p in psutil.process_iter() if _pgid(p.pid) == child]
+    assert len(members) >= 2                        # the shell and its background sleep
+    stopped = node_job("stop", "--output-dir", str(out))
+    assert stopped["rc"] == 0 and json.loads(stopped["stdout"]) == {"changed": True, "msg": "stopped"}
+    assert not [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    # The supervisor saw its child killed and recorded it before stop returned.
+    assert json.loads((out / "launch.json").read_text())["rc"] == -signal.SIGKILL
+    again = node_job("stop", "--output-dir", str(out))
+    assert json.loads(again["stdout"])["msg"] == "not running"
+
+
+def test_stop_leaves_an_ended_case_and_a_folder_never_started_alone(tmp_path):
+    out = tmp_path / "node"
+    start(out, "true")
+    assert node_finished(wait(out, 30))
+    assert json.loads(node_job("stop", "--output-dir", str(out))["stdout"])["msg"] == "not running"
+    never = node_job("stop", "--output-dir", str(tmp_path / "never"))
+    assert never["rc"] == 0 and json.loads(never["stdout"])["msg"] == "not running"
+
+
+def test_prepare_makes_the_folder_and_config_without_starting_anything(tmp_path):
+    out = tmp_path / "a" / "node"
+    config = {"lr": 0.1, "name": "x: y"}
+    done = node_job("prepare", "--output-dir", str(out), "--config-json", json.dumps(config))
+    assert done["rc"] == 0 and yaml.safe_load((out / "config.yaml").read_text()) == config
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml"]
+
+
 def test_a_helper_that_printed_nothing_is_a_failed_node():
     poll = {"rc": 2, "stdout": "", "stderr": "node_job.py: error: unrecognized arguments"}
     assert node_finished(poll) and node_failed(poll)
@@ -111,7 +143,7 @@ def _pgid(pid: int) -> int | None:
 
 
 def _kill_group(out: Path) -> None:
-    """Kill the supervisor and the case's process group, as the launch role's stop does."""
+    """Kill the supervisor and the case's process group (the supervisor without a word)."""
     supervisor, child = (int(x) for x in (out / "launch.pid").read_text().split())
     for kill in (lambda: os.kill(supervisor, signal.SIGKILL),
                  lambda: os.killpg(child, signal.SIGKILL)):

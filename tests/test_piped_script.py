@@ -1,6 +1,7 @@
 """flagperf.benchmark.piped_script, run by ansible-playbook on localhost: arguments arrive as
 words (nothing expanded), the task's environment applies, a non-zero exit fails the task,
-a background process it leaves does not hold the task, check mode runs nothing."""
+a background process it leaves does not hold the task, check mode runs nothing; several steps
+run in one task, in order, each with its own words and environment."""
 
 import json
 import os
@@ -94,3 +95,86 @@ def test_piped_script_runs_nothing_in_check_mode(tmp_path, project, venv_env):
     results, _marker, _stdout = run(tmp_path, project, venv_env, "--check")
     for name in ("words", "failing", "detached"):
         assert results[name].get("skipped") and "rc" not in results[name], name
+
+
+STEPS_PLAYBOOK = textwrap.dedent("""\
+    - name: piped_script steps
+      hosts: localhost
+      gather_facts: false
+      vars:
+        ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+      tasks:
+        - name: Two scripts in one exchange, each with its words and environment
+          flagperf.benchmark.piped_script:
+            steps:
+              - script: echo_args.py
+                argv: [first, "a b"]
+                environment: {{PIPED_SCRIPT_TEST: one}}
+              - script: echo_args.py
+                argv: [second, "$(touch {marker})"]
+            executable: "{{{{ ansible_playbook_python }}}}"
+          environment:
+            PIPED_SCRIPT_TEST: task
+          register: both
+
+        - name: A failing step stops the later ones
+          flagperf.benchmark.piped_script:
+            steps:
+              - script: echo_args.py
+                argv: [first]
+                environment: {{PIPED_SCRIPT_EXIT: "4"}}
+              - script: echo_args.py
+                argv: [second]
+            executable: "{{{{ ansible_playbook_python }}}}"
+          register: stopped
+          ignore_errors: true
+
+        - name: Unless keep_going
+          flagperf.benchmark.piped_script:
+            steps:
+              - script: echo_args.py
+                argv: [first]
+                environment: {{PIPED_SCRIPT_EXIT: "4"}}
+              - script: echo_args.py
+                argv: [second]
+                environment: {{PIPED_SCRIPT_EXIT: "5"}}
+              - script: echo_args.py
+                argv: [third]
+            keep_going: true
+            executable: "{{{{ ansible_playbook_python }}}}"
+          register: kept_going
+          ignore_errors: true
+
+        - name: Keep the results
+          ansible.builtin.copy:
+            content: "{{{{ {{'both': both, 'stopped': stopped, 'kept_going': kept_going}} | to_json }}}}"
+            dest: "{out}"
+            mode: "0644"
+""")
+
+
+def test_steps_run_one_after_the_other_in_one_task(tmp_path, project, venv_env):
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "echo_args.py").write_text(SCRIPT)
+    marker, out = tmp_path / "expanded", tmp_path / "out.json"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(STEPS_PLAYBOOK.format(marker=marker, out=out))
+    done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,", "-c", "local"],
+                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    both = results["both"]
+    assert both["rc"] == 0 and not both.get("failed")
+    # Each step's own words; its environment over the task's for that step only.
+    assert [json.loads(line) for line in both["stdout_lines"]] == [
+        {"argv": ["first", "a b"], "env": "one", "child": None},
+        {"argv": ["second", f"$(touch {marker})"], "env": "task", "child": None}]
+    assert not marker.exists()
+    stopped = results["stopped"]
+    assert stopped["failed"] and stopped["rc"] == 4
+    assert [json.loads(line)["argv"] for line in stopped["stdout_lines"]] == [["first"]]
+    assert stopped["msg"] == "step 1 (echo_args.py) exited 4"
+    kept = results["kept_going"]
+    assert kept["failed"] and kept["rc"] == 4 and kept["msg"] == "step 1 (echo_args.py) exited 4"
+    assert [json.loads(line)["argv"] for line in kept["stdout_lines"]] == [["first"], ["second"], ["third"]]
+    assert "step 2 (echo_args.py) exited 5" in kept["stderr"]

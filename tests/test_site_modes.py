@@ -95,8 +95,9 @@ def test_check_mode_runs_everywhere_and_writes_nothing(project, tmp_path, venv_e
     assert recap, done.stdout[-2000:]
     # It went through every phase and both rounds, not around them.
     for task in ("preflight : Validate the settings and plan the rounds", "deploy : ",
-                 "sys_info : Describe the host into sys_info.json", "monitor : Start the monitor",
-                 "launch : Start the case", "monitor : Stop the monitor",
+                 "sys_info : Describe the host into sys_info.json",
+                 "Start the system monitor and the node's case",
+                 "Stop the node's case if it still runs, and the system monitor",
                  "collect : Fetch the node's round files", "Write summary.json and summary.md"):
         assert f"TASK [{task}" in done.stdout, task
     assert done.stdout.count("TASK [Mark the start of round") == 2

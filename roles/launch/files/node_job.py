@@ -5,6 +5,8 @@ host side (standard library only, piped to the host's Python with each task by
 
     node_job.py start --output-dir DIR --timeout S [--config-json JSON] -- ARGV...
     node_job.py wait --output-dir DIR --seconds S
+    node_job.py stop --output-dir DIR [--grace S]
+    node_job.py prepare --output-dir DIR [--config-json JSON]
 
 ``start`` creates DIR, writes ``config.yaml`` there (the case's effective configuration, as
 JSON, which is YAML too), starts a detached supervisor and returns once ARGV runs. The
@@ -21,7 +23,12 @@ the supervisor is gone without a word (killed). One start and one wait per 10 s 
 round's only steps on a host for its case, one ssh exchange each and no module run: Ansible's
 async jobs cost about four ssh exchanges and a module run to start and a module run per poll.
 
-Both print one JSON line and exit 0; errors in the arguments exit 2 (argparse).
+``stop`` kills the case's process group (SIGKILL) unless it ended, then waits up to ``--grace``
+seconds (default 5) for the supervisor to record the end (``rc`` -9): a round stops the other
+nodes this way when one failed, or when the run is interrupted. ``prepare`` is ``start``'s first
+half (the folder and ``config.yaml``), for a case that another runtime starts (a container).
+
+Each prints one JSON line and exits 0; errors in the arguments exit 2 (argparse).
 """
 
 from __future__ import annotations
@@ -81,17 +88,23 @@ def supervise(out: Path, argv: list[str], timeout: float) -> None:
                               "ended_ms": now_ms()})
 
 
-def start(args: argparse.Namespace) -> dict:
+def prepare(args: argparse.Namespace) -> dict:
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if (out / PID).exists() and not (out / STATUS).exists() and alive(out):
-        return {"changed": False, "msg": "already running"}
-    for name in (STATUS, PID):
-        (out / name).unlink(missing_ok=True)
     if args.config_json is not None:
         config = json.loads(args.config_json)
         (out / "config.yaml").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
                                          encoding="utf-8")
+    return {"changed": True, "msg": "prepared"}
+
+
+def start(args: argparse.Namespace) -> dict:
+    out = Path(args.output_dir)
+    if (out / PID).exists() and not (out / STATUS).exists() and alive(out):
+        return {"changed": False, "msg": "already running"}
+    prepare(args)
+    for name in (STATUS, PID):
+        (out / name).unlink(missing_ok=True)
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         raise SystemExit("node_job.py start: no command after --")
@@ -126,6 +139,39 @@ def alive(out: Path) -> bool:
         return Path(f"/proc/{supervisor}/stat").read_text().split(") ")[1][0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def group_members(group: int) -> list[int]:
+    """The processes of process group ``group`` (from /proc)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[2:3] == [str(group)] and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def stop(args: argparse.Namespace) -> dict:
+    out = Path(args.output_dir)
+    try:
+        group = int((out / PID).read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return {"changed": False, "msg": "not running"}
+    # Ended and recorded: its group id may belong to another process group by now.
+    if (out / STATUS).exists() or not group_members(group):
+        return {"changed": False, "msg": "not running"}
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        return {"changed": False, "msg": "not running"}
+    deadline = time.monotonic() + max(args.grace, 0)
+    while alive(out) and not (out / STATUS).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"changed": True, "msg": "stopped"}
 
 
 def wait(args: argparse.Namespace) -> dict:
@@ -167,8 +213,14 @@ def main() -> int:
     watch = sub.add_parser("wait")
     watch.add_argument("--output-dir", required=True)
     watch.add_argument("--seconds", type=float, default=10)
+    end = sub.add_parser("stop")
+    end.add_argument("--output-dir", required=True)
+    end.add_argument("--grace", type=float, default=5)
+    ready = sub.add_parser("prepare")
+    ready.add_argument("--output-dir", required=True)
+    ready.add_argument("--config-json")
     args = parser.parse_args()
-    result = start(args) if args.action == "start" else wait(args)
+    result = {"start": start, "wait": wait, "stop": stop, "prepare": prepare}[args.action](args)
     print(json.dumps(result))
     return 0
 

@@ -1,0 +1,93 @@
+"""The round runs the monitor's and the launch role's scripts in combined steps (one exchange
+per host, playbooks/tasks/<runtime>/): their arguments must stay those of the roles' own
+tasks, or a change to a role would not reach the round."""
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ROUND_NODE = yaml.safe_load((ROOT / "playbooks/vars/round_node.yml").read_text())
+
+# The role's variables and the round's value for each (the round's names, vars/round_node.yml).
+ROUND_NAMES = {
+    "launch_output_dir": "__host_dir", "launch_round": "flagperf_round",
+    "launch_noderank": "__noderank | int", "launch_python": "flagperf_python",
+    "launch_root": "flagperf_root", "launch_master_port": "flagperf_master_port",
+    "launch_env": "flagperf_env", "monitor_output_dir": "__host_dir",
+    "monitor_interval": "flagperf_monitor_interval",
+}
+
+
+def tasks(relative: str) -> list[dict]:
+    """A task file's tasks, those in blocks included."""
+    def walk(items):
+        for item in items:
+            nested = [item.get(key) or [] for key in ("block", "rescue", "always")]
+            if any(nested):
+                for part in nested:
+                    yield from walk(part)
+            else:
+                yield item
+    return list(walk(yaml.safe_load((ROOT / relative).read_text())))
+
+
+def piped(task: dict) -> dict:
+    return task["flagperf.benchmark.piped_script"]
+
+
+def in_round_terms(value) -> str:
+    """A role task's argument as the round writes it: its variables renamed, filters by
+    their short names, whitespace folded."""
+    text = " ".join(str(value).split()).replace("flagperf.benchmark.", "")
+    for role_name, round_name in ROUND_NAMES.items():
+        text = re.sub(rf"\b{role_name}\b", round_name, text)
+    return text
+
+
+def step(path: str, name: str, script: str) -> dict:
+    found = [s for t in tasks(path) if t.get("name") == name for s in piped(t)["steps"]
+             if s["script"].endswith(f"/files/{script}")]
+    assert len(found) == 1, (path, name, script)
+    return found[0]
+
+
+def options(argv: list) -> list[str]:
+    return [str(word) for word in argv if str(word).startswith("--")]
+
+
+def test_the_round_starts_the_case_as_the_launch_role_does():
+    role = piped(tasks("roles/launch/tasks/start.yml")[0])
+    role_env = tasks("roles/launch/tasks/start.yml")[0]["environment"]
+    combined = step("playbooks/tasks/none/round.yml", "Start the system monitor and the node's case",
+                    "node_job.py")
+    assert " ".join(combined["argv"].split()) == in_round_terms(role["argv"])
+    assert " ".join(combined["environment"].split()) == in_round_terms(role_env)
+
+
+def test_the_round_starts_and_stops_the_monitor_as_the_monitor_role_does():
+    defaults = yaml.safe_load((ROOT / "roles/monitor/defaults/main.yml").read_text())
+    for entry, argv in (("start", ROUND_NODE["__monitor_start_argv"]),
+                        ("stop", ROUND_NODE["__monitor_stop_argv"])):
+        role = piped(tasks(f"roles/monitor/tasks/{entry}.yml")[0])["argv"]
+        assert argv[0] == role[0] == entry and options(argv) == options(role), entry
+        # Where the round gives a constant, it is the role's default.
+        for word, value in zip(role, argv):
+            match = re.fullmatch(r"\{\{ (monitor_\w+) \}\}", str(word))
+            if match and "{{" not in str(value):
+                assert value == defaults[match.group(1)], (entry, word, value)
+    for path, name in (("playbooks/tasks/none/round.yml", "Start the system monitor and the node's case"),
+                       ("playbooks/tasks/docker/round.yml",
+                        "Make the node's folder and config.yaml, and start the system monitor")):
+        assert step(path, name, "sys_monitor.py")["argv"] == "{{ __monitor_start_argv }}", path
+    end = step("playbooks/tasks/none/end.yml",
+               "Stop the node's case if it still runs, and the system monitor", "sys_monitor.py")
+    assert end["argv"] == "{{ __monitor_stop_argv }}"
+
+
+def test_the_round_stops_the_case_as_the_launch_role_does():
+    role = piped(tasks("roles/launch/tasks/stop.yml")[0])["argv"]
+    combined = step("playbooks/tasks/none/end.yml",
+                    "Stop the node's case if it still runs, and the system monitor", "node_job.py")
+    assert combined["argv"] == [in_round_terms(word) for word in role]
