@@ -5,6 +5,7 @@ tasks, or a change to a role would not reach the round."""
 import re
 from pathlib import Path
 
+import jinja2
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,7 +17,7 @@ ROUND_NAMES = {
     "launch_noderank": "__noderank | int", "launch_python": "flagperf_python",
     "launch_root": "flagperf_root", "launch_master_port": "flagperf_master_port",
     "launch_env": "flagperf_env", "monitor_output_dir": "__host_dir",
-    "monitor_interval": "flagperf_monitor_interval",
+    "monitor_interval": "flagperf_monitor_interval", "launch_wait_slice": "flagperf_wait_slice",
 }
 
 
@@ -31,6 +32,13 @@ def tasks(relative: str) -> list[dict]:
             else:
                 yield item
     return list(walk(yaml.safe_load((ROOT / relative).read_text())))
+
+
+def named(relative: str, name: str) -> dict:
+    """The task of that name in a task file."""
+    found = [task for task in tasks(relative) if task.get("name") == name]
+    assert len(found) == 1, (relative, name)
+    return found[0]
 
 
 def piped(task: dict) -> dict:
@@ -57,13 +65,36 @@ def options(argv: list) -> list[str]:
     return [str(word) for word in argv if str(word).startswith("--")]
 
 
+START = "Start the system monitor and the node's case, and wait a slice"
+
+
+def node_stop_steps(runtime: str) -> list[dict]:
+    """vars/round_node.yml's stop steps (the round's end) for ``runtime``, rendered."""
+    return jinja2.Environment().compile_expression(
+        ROUND_NODE["__node_stop_steps"].strip()[2:-2])(
+            flagperf_container_runtime=runtime, __host_dir="HOST_DIR", __monitor_stop_argv="MONITOR_STOP")
+
+
 def test_the_round_starts_the_case_as_the_launch_role_does():
     role = piped(tasks("roles/launch/tasks/start.yml")[0])
     role_env = tasks("roles/launch/tasks/start.yml")[0]["environment"]
-    combined = step("playbooks/tasks/none/round.yml", "Start the system monitor and the node's case",
-                    "node_job.py")
-    assert " ".join(combined["argv"].split()) == in_round_terms(role["argv"])
-    assert " ".join(combined["environment"].split()) == in_round_terms(role_env)
+    starts = [s for s in piped(named("playbooks/tasks/none/round.yml", START))["steps"]
+              if s["script"].endswith("/files/node_job.py") and "start" in s["argv"]]
+    assert len(starts) == 1
+    assert " ".join(starts[0]["argv"].split()) == in_round_terms(role["argv"])
+    assert " ".join(starts[0]["environment"].split()) == in_round_terms(role_env)
+
+
+def test_the_round_waits_its_first_slice_as_the_launch_role_does():
+    """The start's last step is the launch role's wait step; registered under the same name,
+    it is what the round's decision and record read."""
+    role = tasks("roles/launch/tasks/wait.yml")[0]
+    start = named("playbooks/tasks/none/round.yml", START)
+    last = piped(start)["steps"][-1]
+    assert last["script"].endswith("/files/node_job.py")
+    assert [in_round_terms(word) for word in piped(role)["argv"]] == last["argv"]
+    assert start["register"] == role["register"] == "launch_poll"
+    assert ROUND_NODE["__node_poll_var"].count("launch_poll") == 1
 
 
 def test_the_round_starts_and_stops_the_monitor_as_the_monitor_role_does():
@@ -77,17 +108,23 @@ def test_the_round_starts_and_stops_the_monitor_as_the_monitor_role_does():
             match = re.fullmatch(r"\{\{ (monitor_\w+) \}\}", str(word))
             if match and "{{" not in str(value):
                 assert value == defaults[match.group(1)], (entry, word, value)
-    for path, name in (("playbooks/tasks/none/round.yml", "Start the system monitor and the node's case"),
+    for path, name in (("playbooks/tasks/none/round.yml", START),
                        ("playbooks/tasks/docker/round.yml",
                         "Make the node's folder and config.yaml, and start the system monitor")):
         assert step(path, name, "sys_monitor.py")["argv"] == "{{ __monitor_start_argv }}", path
-    end = step("playbooks/tasks/none/end.yml",
-               "Stop the node's case if it still runs, and the system monitor", "sys_monitor.py")
-    assert end["argv"] == "{{ __monitor_stop_argv }}"
+    for runtime in ("none", "docker"):
+        monitor = node_stop_steps(runtime)[-1]
+        assert monitor["script"].endswith("/files/sys_monitor.py")
+        assert monitor["argv"] == "MONITOR_STOP", runtime
 
 
 def test_the_round_stops_the_case_as_the_launch_role_does():
+    """Runtime none's end stops the case first (docker's removes the container itself)."""
     role = piped(tasks("roles/launch/tasks/stop.yml")[0])["argv"]
-    combined = step("playbooks/tasks/none/end.yml",
-                    "Stop the node's case if it still runs, and the system monitor", "node_job.py")
-    assert combined["argv"] == [in_round_terms(word) for word in role]
+    case = node_stop_steps("none")[0]
+    assert case["script"].endswith("/files/node_job.py")
+    assert case["argv"] == [{"{{ __host_dir }}": "HOST_DIR"}.get(in_round_terms(word), in_round_terms(word))
+                            for word in role]
+    assert len(node_stop_steps("none")) == 2 and len(node_stop_steps("docker")) == 1
+    end = tasks("playbooks/tasks/round_end.yml")[0]
+    assert end["vars"]["collect_stop_steps"] == "{{ __node_stop_steps }}"

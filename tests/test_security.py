@@ -202,8 +202,7 @@ def test_scripts_get_an_argument_list():
         "roles/monitor/tasks/start.yml", "roles/monitor/tasks/stop.yml",
         "roles/sys_info/tasks/main.yml", "roles/launch/tasks/start.yml",
         "roles/launch/tasks/wait.yml", "roles/launch/tasks/stop.yml",
-        "playbooks/tasks/none/round.yml", "playbooks/tasks/none/end.yml",
-        "playbooks/tasks/docker/round.yml"}
+        "playbooks/tasks/none/round.yml", "playbooks/tasks/docker/round.yml"}
     round_node = load(ROOT / "playbooks/vars/round_node.yml")
     for path, task in scripts:
         args = task["flagperf.benchmark.piped_script"]
@@ -226,6 +225,13 @@ def test_scripts_get_an_argument_list():
                         r"\+ (launch|flagperf)_round \| (flagperf\.benchmark\.)?flagperf_launch_argv\(", text), where
             else:
                 assert isinstance(argv, list), where
+    # A round's end stops the case and the monitor in its collect task (collect_stop_steps):
+    # constant scripts and argument lists there too.
+    stop_steps = " ".join(round_node["__node_stop_steps"].split())
+    assert re.findall(r"'script': ([^,]+),", stop_steps) == [
+        "'../roles/launch/files/node_job.py'", "'../roles/monitor/files/sys_monitor.py'"]
+    assert re.findall(r"'argv': ([^}]+)}", stop_steps) == [
+        "['stop', '--output-dir', __host_dir]", "__monitor_stop_argv"]
     assert not [rel(path) for path, task in ALL_TASKS if module_of(task)[0] == "script"]
 
 

@@ -4,6 +4,10 @@ A task per file (find, then one fetch each) runs a Python module on the host for
 on a fleet that is most of a round's orchestration time. This action costs two ssh exchanges
 per host (one with ``remove: false``), whatever the number of files:
 
+0. with ``stop_steps``: first stop what still writes into ``src`` (a round's case, its
+   monitor), as ``flagperf.benchmark.piped_script`` runs ``steps`` with ``keep_going`` (one
+   more exchange, no more tasks); the files are fetched whatever the steps did, and a step
+   that failed fails the task afterwards;
 1. on the host: copy ``extra_files`` that exist into ``src`` (created when missing), then
    ``tar -cz`` of it to standard output, leaving out ``exclude`` patterns: the archive comes
    back as the command's output (no archive file on the host, no separate transfer);
@@ -15,10 +19,12 @@ per host (one with ``remove: false``), whatever the number of files:
 Options: ``src`` (host folder, required), ``dest`` (controller folder, required),
 ``extra_files`` (host files to add, missing ones skipped), ``exclude`` (tar patterns,
 default ``["*.pid"]``), ``remove`` (bool, default true), ``logs`` (dict, default {}; a name
-with a folder in it is refused).
+with a folder in it is refused), ``stop_steps`` (list of piped_script steps, default []) and
+``python`` (their interpreter on the host, default ``python3``).
 Needs ``sh``, ``mkdir``, ``cp``, ``tar`` with gzip and ``rm`` on the host. The archive is
 held in memory on its way (a round's logs and samples: kilobytes to a few megabytes).
-Returns ``dest`` and ``files`` (paths relative to ``dest``). Check mode changes nothing.
+Returns ``dest``, ``files`` (paths relative to ``dest``) and, with ``stop_steps``,
+``stopped`` (the steps' ``rc``, ``stdout``, ``stderr``). Check mode changes nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ from ansible.plugins.action import ActionBase
 class ActionModule(ActionBase):
     # Nothing goes through a temporary folder on the host: no exchange to make or remove one.
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("src", "dest", "extra_files", "exclude", "remove", "logs"))
+    _VALID_ARGS = frozenset(("src", "dest", "extra_files", "exclude", "remove", "logs", "stop_steps",
+                             "python"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -53,9 +60,13 @@ class ActionModule(ActionBase):
         for name in logs:
             if name in ("", ".", "..") or "/" in name or "\\" in name:
                 raise AnsibleActionFail(f"logs: not a plain file name: {name!r}")
+        stop_steps = args.get("stop_steps") or []
+        if not isinstance(stop_steps, list):
+            raise AnsibleActionFail("stop_steps must be a list")
         if self._task.check_mode:
             result.update(changed=False, skipped=True, msg="check mode: nothing fetched")
             return result
+        stopped = self._stop(stop_steps, args.get("python") or "python3", task_vars) if stop_steps else None
 
         src = self._remote_expand_user(src).rstrip("/") or "/"
         pack = [f"mkdir -p {shlex.quote(src)}"]
@@ -83,7 +94,21 @@ class ActionModule(ActionBase):
                     out.write(text)
                 files = sorted({*files, name})
         result.update(changed=True, dest=dest, files=files)
+        if stopped is not None:
+            result["stopped"] = {key: stopped.get(key) for key in ("rc", "stdout", "stderr")}
+            if stopped.get("failed"):
+                result.update(failed=True, msg=f"files fetched, but stopping failed: {stopped.get('msg')}")
         return result
+
+    def _stop(self, steps, python, task_vars):
+        """Run ``steps`` (keep_going) by the piped_script action, on this task's connection."""
+        task = self._task.copy()
+        task.args = {"steps": steps, "keep_going": True, "executable": python}
+        action = self._shared_loader_obj.action_loader.get(
+            "flagperf.benchmark.piped_script", task=task, connection=self._connection,
+            play_context=self._play_context, loader=self._loader, templar=self._templar,
+            shared_loader_obj=self._shared_loader_obj)
+        return action.run(task_vars=task_vars)
 
     def _host_command(self, command: str, what: str) -> None:
         done = self._low_level_execute_command(command, sudoable=False)
