@@ -127,6 +127,8 @@ def test_prepare_makes_the_folder_and_config_without_starting_anything(tmp_path)
     done = node_job("prepare", "--output-dir", str(out), "--config-json", json.dumps(config))
     assert done["rc"] == 0 and yaml.safe_load((out / "config.yaml").read_text()) == config
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml"]
+    # The user a container of the node runs as: the one the host ran this as.
+    assert json.loads(done["stdout"])["user"] == f"{os.getuid()}:{os.getgid()}"
 
 
 def test_a_helper_that_printed_nothing_is_a_failed_node():

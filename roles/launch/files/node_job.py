@@ -26,7 +26,9 @@ async jobs cost about four ssh exchanges and a module run to start and a module 
 ``stop`` kills the case's process group (SIGKILL) unless it ended, then waits up to ``--grace``
 seconds (default 5) for the supervisor to record the end (``rc`` -9): a round stops the other
 nodes this way when one failed, or when the run is interrupted. ``prepare`` is ``start``'s first
-half (the folder and ``config.yaml``), for a case that another runtime starts (a container).
+half (the folder and ``config.yaml``), for a case that another runtime starts (a container);
+it reports the user it ran as (``"user": "UID:GID"``), which a container runs as so that the
+files it writes there belong to the ssh user.
 
 Each prints one JSON line and exits 0; errors in the arguments exit 2 (argparse).
 """
@@ -95,7 +97,7 @@ def prepare(args: argparse.Namespace) -> dict:
         config = json.loads(args.config_json)
         (out / "config.yaml").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
                                          encoding="utf-8")
-    return {"changed": True, "msg": "prepared"}
+    return {"changed": True, "msg": "prepared", "user": f"{os.getuid()}:{os.getgid()}"}
 
 
 def start(args: argparse.Namespace) -> dict:
