@@ -1,6 +1,7 @@
 """The round runs the monitor's and the launch role's scripts in combined steps (one exchange
-per host, playbooks/tasks/<runtime>/): their arguments must stay those of the roles' own
-tasks, or a change to a role would not reach the round."""
+per host: the start, playbooks/tasks/<runtime>/round.yml; the stops, vars/round_node.yml's
+__node_stop_steps, which the round's collect task runs): their arguments must stay those of the
+roles' own tasks, or a change to a role would not reach the round."""
 
 import re
 from pathlib import Path
