@@ -19,7 +19,7 @@ Options:
   for that step only); run one after the other, each by its own interpreter process as if it
   were alone, stopping at the first that exits non-zero (its ``rc`` is the task's, and a line
   on ``stderr`` names it, as does the task's ``msg``). A round on many hosts starts a node's
-  monitor and case this way: one task per host instead of two;
+  monitor and case and waits its first slice this way: one task per host instead of three;
 * ``keep_going`` (bool, default false): run the later steps after a failed one too (steps
   that stop things); the task's ``rc`` is still the first failed step's;
 * ``executable`` (default ``python3``): the Python on the host.
