@@ -129,9 +129,12 @@ def case_processes(run_id: str) -> list[int]:
 
 
 def monitors(run_id: str) -> list[int]:
-    # The monitor reads its program from standard input (``python3 - start ...``): it is the
-    # process with the option only it takes.
-    return _processes(run_id, "--max-seconds")
+    # The monitor's daemon names itself: its command line is that of the interpreter that
+    # forked it (``python3 - start ...``, or piped_script's runner for a round's start steps,
+    # which the case's supervisor shares).
+    return [p.pid for p in psutil.process_iter(["name", "cmdline", "username"])
+            if p.info["username"] == loopback_cluster.USER and p.info["name"] == "sys_monitor"
+            and any(run_id in a for a in p.info["cmdline"] or [])]
 
 
 def nothing_left(run_id: str) -> None:
@@ -171,8 +174,11 @@ def test_host_lost_mid_run_fails_its_round_and_the_next_case_runs(cluster, tmp_p
         # machine takes them along.
         run_id = scene.run_dir().name
         for pid in case_processes(run_id) + monitors(run_id):
-            if "node2_noderank1" in " ".join(psutil.Process(pid).cmdline()):
-                os.kill(pid, signal.SIGKILL)
+            try:
+                if "node2_noderank1" in " ".join(psutil.Process(pid).cmdline()):
+                    os.kill(pid, signal.SIGKILL)
+            except (psutil.Error, ProcessLookupError):
+                pass    # gone meanwhile (the case's supervisor with its case)
         output, _ = running.communicate(timeout=300)
     finally:
         if running.poll() is None:

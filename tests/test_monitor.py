@@ -46,6 +46,9 @@ def test_start_sample_stop(tmp_path):
     assert started.returncode == 0, started.stderr
     pid = pid_of(tmp_path)
     assert alive(pid)
+    # Named, as ps -C and pgrep see it: a daemon forked from piped_script's runner (a round's
+    # start steps) has the runner's command line.
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "sys_monitor"
 
     again = monitor("start", tmp_path, "--interval", "0.1")
     assert "already running" in again.stdout

@@ -66,6 +66,10 @@ def test_wait_reports_a_running_case_after_its_slice_and_the_round_goes_on(tmp_p
     assert round_over(["a"], {"a": poll}, ["a"], 2e12) is False
     assert round_over(["a", "b"], {"a": poll, "b": done}, ["a", "b"], 2e12) is True
     assert node_outcome(poll)["stopped"]            # a round that ends now stops it
+    # The supervisor is named (ps -C, pgrep): forked from piped_script's runner with a
+    # round's other start steps, it has the runner's command line.
+    supervisor = int((out / "launch.pid").read_text().split()[0])
+    assert Path(f"/proc/{supervisor}/comm").read_text().strip() == "node_job"
     _kill_group(out)
 
 

@@ -178,3 +178,87 @@ def test_steps_run_one_after_the_other_in_one_task(tmp_path, project, venv_env):
     assert kept["failed"] and kept["rc"] == 4 and kept["msg"] == "step 1 (echo_args.py) exited 4"
     assert [json.loads(line)["argv"] for line in kept["stdout_lines"]] == [["first"], ["second"], ["third"]]
     assert "step 2 (echo_args.py) exited 5" in kept["stderr"]
+
+
+PROBE = textwrap.dedent("""\
+    import json, os, sys
+    mode = sys.argv[1]
+    if mode == "fork":
+        child = os.fork()
+        if child == 0:
+            sys.exit(0)  # returns into the runner instead of os._exit: must end there
+        os.waitpid(child, 0)
+    if mode == "exit-message":
+        sys.exit("a message")
+    with open("/proc/self/cmdline", "rb") as handle:
+        cmdline = handle.read().decode().rstrip("\\0").split("\\0")
+    print(json.dumps({"mode": mode, "stdin": sys.stdin.read(), "pid": os.getpid(),
+                      "name": __name__, "env": os.environ.get("PIPED_SCRIPT_TEST"),
+                      "cmdline": cmdline}))
+""")
+
+ONE_INTERPRETER_PLAYBOOK = textwrap.dedent("""\
+    - name: piped_script steps in one interpreter
+      hosts: localhost
+      gather_facts: false
+      vars:
+        ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+      tasks:
+        - name: A forking step, then steps reading standard input
+          flagperf.benchmark.piped_script:
+            steps:
+              - script: probe.py
+                argv: [fork]
+              - script: probe.py
+                argv: [stdin]
+                environment: {{PIPED_SCRIPT_TEST: two}}
+              - script: probe.py
+                argv: [stdin]
+            executable: "{{{{ ansible_playbook_python }}}}"
+          register: probed
+
+        - name: A step's exit message, as the interpreter prints it
+          flagperf.benchmark.piped_script:
+            steps:
+              - script: probe.py
+                argv: [exit-message]
+              - script: probe.py
+                argv: [after]
+            keep_going: true
+            executable: "{{{{ ansible_playbook_python }}}}"
+          register: message
+          ignore_errors: true
+
+        - name: Keep the results
+          ansible.builtin.copy:
+            content: "{{{{ {{'probed': probed, 'message': message}} | to_json }}}}"
+            dest: "{out}"
+            mode: "0644"
+""")
+
+
+def test_steps_share_one_interpreter_as_if_each_ran_alone(tmp_path, project, venv_env):
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "probe.py").write_text(PROBE)
+    out = tmp_path / "out.json"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(ONE_INTERPRETER_PLAYBOOK.format(out=out))
+    done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,", "-c", "local"],
+                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    lines = [json.loads(line) for line in results["probed"]["stdout_lines"]]
+    # The forked child that returned ran no later step: each step printed once.
+    assert [line["mode"] for line in lines] == ["fork", "stdin", "stdin"]
+    # One interpreter; each step in a __main__ of its own, reading nothing from standard input
+    # (the runner's input held the scripts), with its own environment only while it runs.
+    assert len({line["pid"] for line in lines}) == 1
+    assert all(line["name"] == "__main__" and line["stdin"] == "" for line in lines)
+    assert [line["env"] for line in lines] == [None, "two", None]
+    # What runs shows in ps: each step's script name and words follow the runner's program.
+    assert lines[0]["cmdline"][-6:] == ["probe.py", "fork", "probe.py", "stdin", "probe.py", "stdin"]
+    message = results["message"]
+    assert message["failed"] and message["rc"] == 1
+    assert message["msg"] == "step 1 (probe.py) exited 1"
+    assert "a message" in message["stderr"]
+    assert [json.loads(line)["mode"] for line in message["stdout_lines"]] == ["after"]

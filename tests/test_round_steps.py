@@ -1,7 +1,8 @@
 """The round runs the monitor's and the launch role's scripts in combined steps (one exchange
 per host: the start, playbooks/tasks/<runtime>/round.yml; the stops, vars/round_node.yml's
 __node_stop_steps, which the round's collect task runs): their arguments must stay those of the
-roles' own tasks, or a change to a role would not reach the round."""
+roles' own tasks, or a change to a role would not reach the round. The round's task files import
+their own siblings by an explicit path."""
 
 import re
 from pathlib import Path
@@ -129,3 +130,18 @@ def test_the_round_stops_the_case_as_the_launch_role_does():
     assert len(node_stop_steps("none")) == 2 and len(node_stop_steps("docker")) == 1
     end = tasks("playbooks/tasks/round_end.yml")[0]
     assert end["vars"]["collect_stop_steps"] == "{{ __node_stop_steps }}"
+
+
+def test_the_round_files_import_their_own_task_files():
+    # A bare file name in import_tasks is looked up along Ansible's search path, which holds the
+    # folders of the roles the play uses: the docker round's "wait.yml" once ran the launch
+    # role's wait.yml (a node_job.py wait on a folder with no job) and its "end.yml" not
+    # playbooks/tasks/docker/end.yml (no removal of a container still running). Each import
+    # names its folder: "../docker/end.yml", "../round_end.yml", "../tasks/round_record.yml".
+    for path in sorted((ROOT / "playbooks/tasks").rglob("*.yml")):
+        for task in tasks(str(path.relative_to(ROOT))):
+            target = task.get("ansible.builtin.import_tasks")
+            if target is None:
+                continue
+            assert target.startswith("../"), f"{path}: import_tasks {target}"
+            assert (path.parent / target).resolve().is_file(), f"{path}: import_tasks {target}"

@@ -16,10 +16,16 @@ Options:
   it contains (quoted here; never split or expanded by the host's shell);
 * ``steps`` (list, instead of ``script`` and ``argv``): several scripts in the same exchange,
   each a mapping of ``script``, ``argv`` and ``environment`` (a mapping added to the task's
-  for that step only); run one after the other, each by its own interpreter process as if it
-  were alone, stopping at the first that exits non-zero (its ``rc`` is the task's, and a line
-  on ``stderr`` names it, as does the task's ``msg``). A round on many hosts starts a node's
-  monitor and case and waits its first slice this way: one task per host instead of three;
+  for that step only); run one after the other in one interpreter, each in a fresh
+  ``__main__`` module as if it were run alone (``sys.argv``, ``os.environ``; standard input is
+  the null device), stopping at the first that exits non-zero (its ``rc`` is the task's, and a
+  line on ``stderr`` names it, as does the task's ``msg``). A step's script must not leave
+  state that matters to the next (signal handlers, threads, the working folder), and a process
+  it forks must end by ``os._exit`` (as a daemon's parent does) rather than return; a process
+  it leaves running has the runner's command line, which lists every step's script name and
+  words (``python3 -c <runner> sys_monitor.py start ... node_job.py start ...``). A round on
+  many hosts starts a node's monitor and case and waits its first slice this way: one task and
+  one interpreter per host instead of three of each;
 * ``keep_going`` (bool, default false): run the later steps after a failed one too (steps
   that stop things); the task's ``rc`` is still the first failed step's;
 * ``executable`` (default ``python3``): the Python on the host.
@@ -34,6 +40,7 @@ pipe data to a command (ssh, local, docker; not winrm).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 
 from ansible.errors import AnsibleActionFail
@@ -43,21 +50,51 @@ from ansible.plugins.action import ActionBase
 
 STEP_KEYS = frozenset(("script", "argv", "environment"))
 
-# Runs the steps on the host (Python 3.6 or later): each script by a child interpreter reading
-# it from standard input, with the step's environment over the task's; the first non-zero
-# exit ends the run with that status (128 + N for a signal), unless keep_going.
+# Runs the steps on the host (Python 3.6 or later), in this one interpreter: each script in a
+# fresh __main__ module with its own argv and the step's environment over the task's, so that
+# a node's round pays one interpreter start (and one import of what the scripts share) instead
+# of one per step. Standard input is the null device while the steps run, as it is for a child
+# given its script on a pipe. A step's exit status is what the interpreter would make of its
+# SystemExit or uncaught exception; the first non-zero one ends the run with that status,
+# unless keep_going. A process a step forks and that returns into the runner (instead of
+# os._exit) ends there, with that step's status.
 STEPS_RUNNER = """\
-import json, os, subprocess, sys
+import json, os, sys, traceback, types
 run = json.loads(sys.stdin.buffer.readline())
+sources = [sys.stdin.buffer.read(step["size"]) for step in run["steps"]]
+null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null, 0)
+os.close(null)
+runner, main, environ = os.getpid(), sys.modules["__main__"], dict(os.environ)
 status = 0
-for number, step in enumerate(run["steps"], 1):
-    source = sys.stdin.buffer.read(step["size"])
+for number, (step, source) in enumerate(zip(run["steps"], sources), 1):
+    module = types.ModuleType("__main__")
+    sys.modules["__main__"], sys.argv = module, ["-"] + step["argv"]
+    os.environ.clear()
+    os.environ.update(environ)
+    os.environ.update(step["env"])
+    try:
+        exec(compile(source, step["name"], "exec"), module.__dict__)
+        rc = 0
+    except SystemExit as done:
+        rc = done.code
+        if rc is None:
+            rc = 0
+        elif not isinstance(rc, int):
+            sys.stderr.write("%s\\n" % (rc,))
+            rc = 1
+    except BaseException:
+        traceback.print_exc()
+        rc = 1
     sys.stdout.flush()
-    rc = subprocess.run([sys.executable, "-"] + step["argv"], input=source,
-                        env=dict(os.environ, **step["env"])).returncode
+    sys.stderr.flush()
+    if os.getpid() != runner:
+        os._exit(rc & 255)
+    sys.modules["__main__"] = main
+    rc &= 255
     if rc != 0:
         sys.stderr.write("step %d (%s) exited %d\\n" % (number, step["name"], rc))
-        status = status or (rc if rc > 0 else 128 - rc)
+        status = status or rc
         if not run["keep_going"]:
             break
 sys.exit(status)
@@ -95,7 +132,12 @@ class ActionModule(ActionBase):
                       "steps": [{"name": step["script"], "argv": step["argv"],
                                  "env": step["environment"], "size": len(source)}
                                 for step, source in zip(steps, sources)]}
+            # The steps' scripts and words follow as the runner's own arguments, which it does
+            # not read: they are what ps shows for it and for what a step forks and leaves
+            # running (a monitor, a case's supervisor keep the runner's command line).
             words = [executable, "-c", STEPS_RUNNER]
+            for step in steps:
+                words += [os.path.basename(step["script"]), *step["argv"]]
             data = to_bytes(json.dumps(header)) + b"\n" + b"".join(sources)
         else:
             words = [executable, "-", *steps[0]["argv"]]

@@ -63,6 +63,17 @@ def write_json(path: Path, document: dict) -> None:
     os.replace(tmp, path)
 
 
+def name_process(name: str) -> None:
+    """This process's name as ps -C, pgrep and psutil's name() show it (Linux; at most 15
+    bytes). A process forked from a script run with others in one interpreter keeps that
+    interpreter's command line; its name tells what it is."""
+    try:
+        with open("/proc/self/comm", "w", encoding="ascii") as handle:
+            handle.write(name[:15])
+    except OSError:
+        pass
+
+
 def supervise(out: Path, argv: list[str], timeout: float) -> None:
     """In the detached grandchild: run ``argv``, enforce the timeout, record how it ended."""
     started = now_ms()
@@ -113,6 +124,7 @@ def start(args: argparse.Namespace) -> dict:
     if os.fork() == 0:                      # child: leave the ssh session, fork the supervisor
         os.setsid()
         if os.fork() == 0:
+            name_process("node_job")
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)

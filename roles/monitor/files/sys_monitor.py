@@ -64,6 +64,17 @@ POWERCAP = Path("/sys/class/powercap")
 IPMI_PERIOD_S = 5.0  # BMC readings are averages over seconds: reading faster only costs
 
 
+def _name_process(name: str) -> None:
+    """This process's name as ps -C, pgrep and psutil's name() show it (Linux; at most 15
+    bytes). A daemon forked from a script run with others in one interpreter keeps that
+    interpreter's command line; its name tells what it is."""
+    try:
+        with open("/proc/self/comm", "w", encoding="ascii") as handle:
+            handle.write(name[:15])
+    except OSError:
+        pass
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -414,6 +425,7 @@ def start(output_dir: Path, args: argparse.Namespace) -> int:
     os.setsid()
     if os.fork():
         os._exit(0)
+    _name_process("sys_monitor")
     devnull = os.open(os.devnull, os.O_RDWR)
     log = os.open(output_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(devnull, 0)
