@@ -1,7 +1,7 @@
 """flagperf.benchmark.piped_script, run by ansible-playbook on localhost: arguments arrive as
 words (nothing expanded), the task's environment applies, a non-zero exit fails the task,
 a background process it leaves does not hold the task, check mode runs nothing; several steps
-run in one task, in order, each with its own words and environment."""
+run in one task and one interpreter, in order, each with its own words and environment."""
 
 import json
 import os
