@@ -86,12 +86,12 @@ for number, (step, source) in enumerate(zip(run["steps"], sources), 1):
     except BaseException:
         traceback.print_exc()
         rc = 1
+    rc &= 255
     sys.stdout.flush()
     sys.stderr.flush()
     if os.getpid() != runner:
-        os._exit(rc & 255)
+        os._exit(rc)
     sys.modules["__main__"] = main
-    rc &= 255
     if rc != 0:
         sys.stderr.write("step %d (%s) exited %d\\n" % (number, step["name"], rc))
         status = status or rc
