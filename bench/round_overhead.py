@@ -24,6 +24,11 @@ once, then each round alone, as the wrapper runs it: ``ansible-playbook playbook
 * ``hosts CPU``: CPU seconds of the hosts' side, all hosts together (their sshd processes
   and what those ran: module runs, commands; not the detached case, monitor or containers);
   the CPU figures depend much less than the wall times on other load on the machine;
+* ``machine CPU``: busy CPU seconds of the whole machine over the round (all cores: the
+  controller, the hosts, and what neither tree holds: the Docker engine, the containers, the
+  detached monitors and cases, async jobs), and its growth per added host; divided by the
+  core count, the least wall time per added host the machine's cores allow while every host
+  shares them;
 * ``tasks/host``: ok + failed tasks of one host in the play recap (set_fact and include
   tasks count, skipped ones do not): how many steps a host takes per round.
 
@@ -115,6 +120,16 @@ def controller_cpu(control_dir: Path) -> float:
     return children.ru_utime + children.ru_stime + tree_cpu(masters)
 
 
+def machine_cpu() -> float:
+    """Busy CPU seconds of the whole machine since boot, all cores: psutil's system-wide user,
+    nice, system, irq and softirq times (Linux counts a guest's time in user already; idle,
+    I/O wait and the time a hypervisor gave to others are not busy)."""
+    import psutil
+
+    times = psutil.cpu_times()
+    return sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
+
+
 def hosts_cpu(cluster: loopback_cluster.Cluster) -> float:
     """CPU seconds of the cluster's sshd processes and what they ran and reaped (module
     runs, commands); detached processes (the monitor, async jobs, containers) are not in it."""
@@ -203,10 +218,11 @@ def measure(cluster: loopback_cluster.Cluster, runtime: str, repeat: int, result
     for number in range(1, repeat + 1):
         key = f"{case_id}/round{number}"
         load = os.getloadavg()[0]
-        cpu = controller_cpu(control_dir), hosts_cpu(cluster)
+        cpu = controller_cpu(control_dir), hosts_cpu(cluster), machine_cpu()
         wall, stdout = timed(["ansible-playbook", "playbooks/rounds.yml", *common,
                               "-e", f"flagperf_select={key}"], env)
-        cpu = controller_cpu(control_dir) - cpu[0], hosts_cpu(cluster) - cpu[1]
+        cpu = (controller_cpu(control_dir) - cpu[0], hosts_cpu(cluster) - cpu[1],
+               machine_cpu() - cpu[2])
         document = json.loads((results / run_id / key / "round.json").read_text())
         if document["status"] != "passed":
             raise RuntimeError(f"{key}: {document['status']}: {document['reason']}")
@@ -214,7 +230,7 @@ def measure(cluster: loopback_cluster.Cluster, runtime: str, repeat: int, result
         tasks, skipped = recap_tasks(stdout)
         rows.append({"step": wall, "in_play": float(document["wall_time"]), "e2e": e2e,
                      "tasks": tasks, "skipped": skipped, "load": load,
-                     "controller_cpu": cpu[0], "hosts_cpu": cpu[1]})
+                     "controller_cpu": cpu[0], "hosts_cpu": cpu[1], "machine_cpu": cpu[2]})
     median = {name: statistics.median(r[name] for r in rows) for name in rows[0]}
     median["overhead"] = statistics.median(r["step"] - r["e2e"] for r in rows)
     median["in_play_overhead"] = statistics.median(r["in_play"] - r["e2e"] for r in rows)
@@ -237,8 +253,8 @@ def baseline(cluster: loopback_cluster.Cluster, control_dir: Path, repeat: int,
 def print_table(figures: dict[tuple[int, str], dict]) -> None:
     header = (f"{'hosts':>5} {'runtime':<7} {'step s':>7} {'in-play s':>9} {'e2e s':>6} "
               f"{'overhead s':>10} {'in-play ovh':>11} {'per added host':>14} "
-              f"{'ctl CPU s':>9} {'ctl CPU/added host':>18} {'hosts CPU s':>11} {'tasks/host':>10} "
-              f"{'load':>5}")
+              f"{'ctl CPU s':>9} {'ctl CPU/added host':>18} {'hosts CPU s':>11} "
+              f"{'machine CPU s':>13} {'machine CPU/added host':>22} {'tasks/host':>10} {'load':>5}")
     print(header)
     print("-" * len(header))
     for runtime in dict.fromkeys(r for _, r in figures):
@@ -248,12 +264,13 @@ def print_table(figures: dict[tuple[int, str], dict]) -> None:
             row = figures[(hosts, runtime)]
             added = hosts - counts[0]
             growth = "" if not added else f"{(row['overhead'] - first['overhead']) / added:.2f}"
-            ctl_growth = ("" if not added else
-                          f"{(row['controller_cpu'] - first['controller_cpu']) / added:.2f}")
+            ctl_growth, machine_growth = ("", "") if not added else (
+                f"{(row[name] - first[name]) / added:.2f}" for name in ("controller_cpu", "machine_cpu"))
             print(f"{hosts:>5} {runtime:<7} {row['step']:>7.1f} {row['in_play']:>9.1f} "
                   f"{row['e2e']:>6.2f} {row['overhead']:>10.1f} {row['in_play_overhead']:>11.1f} "
                   f"{growth:>14} {row['controller_cpu']:>9.1f} {ctl_growth:>18} "
-                  f"{row['hosts_cpu']:>11.1f} {row['tasks']:>10.0f} {row['load']:>5.1f}")
+                  f"{row['hosts_cpu']:>11.1f} {row['machine_cpu']:>13.1f} {machine_growth:>22} "
+                  f"{row['tasks']:>10.0f} {row['load']:>5.1f}")
 
 
 def main() -> int:

@@ -3,10 +3,12 @@ non-root ssh user; resnet50 across both hosts (1 process each, gloo) through sit
 wrapper on this cluster: tests/test_faults.py.)"""
 
 import json
+import pwd
 import re
 import subprocess
 from pathlib import Path
 
+import loopback_cluster
 import psutil
 import pytest
 
@@ -89,3 +91,32 @@ def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path
     changed = image_tag(tmp_path, "cpu", "pytorch", inputs)
     assert changed != tag
     assert image_tag(tmp_path, "cpu", "pytorch", {**inputs, "base_image": "debian:12"}) != changed
+
+
+def test_a_task_that_copies_to_the_host_costs_no_exchange_to_learn_its_home(cluster, venv_env,
+                                                                             tmp_path):
+    """ansible.cfg's remote_tmp ($HOME/.ansible/tmp): a task that copies a file to the host (as
+    an async start does) makes its temporary folder without first asking the host what ~ is,
+    which Ansible's default (~/.ansible/tmp) costs: one ssh exchange per such task and host."""
+
+    # The host's key, as preflight's ssh_trust would record it (this test does not run it).
+    known_hosts = tmp_path / "known_hosts"
+    key = (cluster.state / "node1_host_ed25519.pub").read_text().split()[:2]
+    known_hosts.write_text(f"[{cluster.hosts['node1']}]:{loopback_cluster.PORT} {' '.join(key)}\n")
+
+    def exchanges(number: int, **env: str) -> int:
+        done = subprocess.run(
+            ["ansible", "node1", "-i", str(cluster.inventory), "-vvv", "-m", "ansible.builtin.copy",
+             "-a", f"content={number} dest=~/remote-tmp-probe-{tmp_path.name} mode=0600",
+             "-e", f"ansible_ssh_common_args='-o UserKnownHostsFile={known_hosts}'"],
+            capture_output=True, text=True, env={**venv_env, **env}, timeout=120)
+        assert done.returncode == 0 and "CHANGED" in done.stdout, done.stdout[-2000:]
+        return done.stdout.count("SSH: EXEC")
+
+    try:
+        ours = exchanges(1)
+        default = exchanges(2, ANSIBLE_REMOTE_TMP="~/.ansible/tmp")
+    finally:
+        home = Path(pwd.getpwnam(loopback_cluster.USER).pw_dir)
+        (home / f"remote-tmp-probe-{tmp_path.name}").unlink(missing_ok=True)
+    assert ours == default - 1, (ours, default)
