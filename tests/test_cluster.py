@@ -1,6 +1,7 @@
 """Two hosts for real: sshd on 127.0.0.2-3, a Docker engine, the cpu vendor's image, a
-non-root ssh user; resnet50 across both hosts (1 process each, gloo) through site.yml. (The
-wrapper on this cluster: tests/test_faults.py.)"""
+non-root ssh user; resnet50 across both hosts (1 process each, gloo) through site.yml; the
+image's rebuild and ansible.cfg's remote_tmp on these hosts. (The wrapper on this cluster:
+tests/test_faults.py.)"""
 
 import json
 import pwd
