@@ -26,9 +26,8 @@ once, then each round alone, as the wrapper runs it: ``ansible-playbook playbook
   the CPU figures depend much less than the wall times on other load on the machine;
 * ``machine CPU``: busy CPU seconds of the whole machine over the round (all cores: the
   controller, the hosts, and what neither tree holds: the Docker engine, the containers, the
-  detached monitors and cases, async jobs), and its growth per added host; divided by the
-  core count, the least wall time per added host the machine's cores allow while every host
-  shares them;
+  detached monitors and cases, async jobs), and its growth per added host: what each added
+  host asks of the cores that the controller and every host share;
 * ``tasks/host``: ok + failed tasks of one host in the play recap (set_fact and include
   tasks count, skipped ones do not): how many steps a host takes per round.
 
@@ -263,9 +262,9 @@ def print_table(figures: dict[tuple[int, str], dict]) -> None:
         for hosts in counts:
             row = figures[(hosts, runtime)]
             added = hosts - counts[0]
-            growth = "" if not added else f"{(row['overhead'] - first['overhead']) / added:.2f}"
-            ctl_growth, machine_growth = ("", "") if not added else (
-                f"{(row[name] - first[name]) / added:.2f}" for name in ("controller_cpu", "machine_cpu"))
+            growth, ctl_growth, machine_growth = (
+                "" if not added else f"{(row[name] - first[name]) / added:.2f}"
+                for name in ("overhead", "controller_cpu", "machine_cpu"))
             print(f"{hosts:>5} {runtime:<7} {row['step']:>7.1f} {row['in_play']:>9.1f} "
                   f"{row['e2e']:>6.2f} {row['overhead']:>10.1f} {row['in_play_overhead']:>11.1f} "
                   f"{growth:>14} {row['controller_cpu']:>9.1f} {ctl_growth:>18} "
