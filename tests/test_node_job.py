@@ -125,6 +125,33 @@ def test_stop_leaves_an_ended_case_and_a_folder_never_started_alone(tmp_path):
     assert never["rc"] == 0 and json.loads(never["stdout"])["msg"] == "not running"
 
 
+def test_stop_kills_the_case_whose_supervisor_was_killed(tmp_path):
+    out = tmp_path / "node"
+    start(out, "sh", "-c", "sleep 60 & sleep 60")
+    supervisor, child = (int(x) for x in (out / "launch.pid").read_text().split())
+    members = [p for p in psutil.process_iter() if _pgid(p.pid) == child]
+    os.kill(supervisor, signal.SIGKILL)
+    stopped = node_job("stop", "--output-dir", str(out), "--grace", "0")
+    assert json.loads(stopped["stdout"]) == {"changed": True, "msg": "stopped"}
+    psutil.wait_procs(members, timeout=10)
+    assert not [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_stop_leaves_a_group_that_is_not_the_cases_alone(tmp_path):
+    """No supervisor, no record of the end, and the recorded group id now another's group."""
+    out = tmp_path / "node"
+    out.mkdir()
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        (out / "launch.pid").write_text(f"{2 ** 22 + 1} {other.pid}\n")
+        stopped = node_job("stop", "--output-dir", str(out))
+        assert json.loads(stopped["stdout"]) == {"changed": False, "msg": "not running"}
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_prepare_makes_the_folder_and_config_without_starting_anything(tmp_path):
     out = tmp_path / "a" / "node"
     config = {"lr": 0.1, "name": "x: y"}

@@ -50,12 +50,51 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     return tensor.tolist()
 
 
-def shutdown(info: DistInfo) -> None:
-    """Leave the process group (no-op in a single process)."""
-    if info.world_size > 1:
-        import torch.distributed as torch_dist
+def shutdown(info: DistInfo, timeout_s: float = 60.0) -> bool:
+    """Leave the process group, waiting at most ``timeout_s`` seconds (no-op in a single process).
 
-        torch_dist.destroy_process_group()
+    Returns True once ``destroy_process_group`` returned, False when it had not after
+    ``timeout_s`` seconds: then the rank's thread stacks go to stderr and the caller goes on
+    (to ``exit_rank``), so that a rank which wrote FINISHED cannot hold its node until the case
+    timeout. Should the call block while holding the GIL, this function cannot regain control:
+    ``faulthandler``'s watchdog (a C thread) then dumps the stacks after ``2 * timeout_s`` and
+    ends the process with status 1. An exception from ``destroy_process_group`` is raised here.
+    """
+    if info.world_size == 1:
+        return True
+    import faulthandler
+    import threading
+
+    import torch
+    import torch.distributed as torch_dist
+
+    left = threading.Event()
+    errors: list[BaseException] = []
+    # A new thread's current CUDA device is device 0, not the rank's.
+    device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+
+    def leave() -> None:
+        try:
+            if device is not None:
+                torch.cuda.set_device(device)
+            torch_dist.destroy_process_group()
+        except BaseException as error:  # handed to the caller below
+            errors.append(error)
+        left.set()
+
+    faulthandler.dump_traceback_later(2 * timeout_s, exit=True)
+    try:
+        threading.Thread(target=leave, name="destroy_process_group", daemon=True).start()
+        if not left.wait(timeout_s):
+            print(f"driver.dist: destroy_process_group did not return within {timeout_s:g} s; "
+                  "the rank leaves without it. Its threads:", file=sys.stderr, flush=True)
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+            return False
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    if errors:
+        raise errors[0]
+    return True
 
 
 def exit_rank(status: int) -> NoReturn:

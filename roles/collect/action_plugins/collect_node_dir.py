@@ -24,7 +24,8 @@ with a folder in it is refused), ``stop_steps`` (list of piped_script steps, def
 Needs ``sh``, ``mkdir``, ``cp``, ``tar`` with gzip and ``rm`` on the host. The archive is
 held in memory on its way (a round's logs and samples: kilobytes to a few megabytes).
 Returns ``dest``, ``files`` (paths relative to ``dest``) and, with ``stop_steps``,
-``stopped`` (the steps' ``rc``, ``stdout``, ``stderr``). Check mode changes nothing.
+``stopped`` (the steps' ``rc``, ``stdout``, ``stderr``; also when the archive failed, whose
+message then names a failed step too). Check mode changes nothing.
 """
 
 from __future__ import annotations
@@ -80,8 +81,11 @@ class ActionModule(ActionBase):
         rc, archive, stderr = self._connection.exec_command(
             "/bin/sh -c " + shlex.quote(" && ".join(pack)), sudoable=False)
         if rc != 0 or not archive:
-            raise AnsibleActionFail(f"archive on the host failed (rc {rc}): "
-                                    f"{to_text(stderr, errors='surrogate_or_replace').strip()}")
+            msg = (f"archive on the host failed (rc {rc}): "
+                   f"{to_text(stderr, errors='surrogate_or_replace').strip()}")
+            if stopped is not None and stopped.get("failed"):
+                msg += f"; stopping failed too: {stopped.get('msg')}"
+            raise AnsibleActionFail(msg, result=_stopped(stopped))
 
         dest = os.path.abspath(os.path.expanduser(dest))
         os.makedirs(dest, exist_ok=True)
@@ -94,10 +98,10 @@ class ActionModule(ActionBase):
                     out.write(text)
                 files = sorted({*files, name})
         result.update(changed=True, dest=dest, files=files)
-        if stopped is not None:
-            result["stopped"] = {key: stopped.get(key) for key in ("rc", "stdout", "stderr")}
-            if stopped.get("failed"):
-                result.update(failed=True, msg=f"files fetched, but stopping failed: {stopped.get('msg')}")
+        result.update(_stopped(stopped))
+        if stopped is not None and stopped.get("failed"):
+            result.update(failed=True,
+                          msg=f"files fetched, but stopping failed: {stopped.get('msg')}")
         return result
 
     def _stop(self, steps, python, task_vars):
@@ -115,6 +119,13 @@ class ActionModule(ActionBase):
         if done["rc"] != 0:
             raise AnsibleActionFail(f"{what} on the host failed (rc {done['rc']}): "
                                     f"{(done.get('stderr') or done.get('stdout') or '').strip()}")
+
+
+def _stopped(stopped: dict | None) -> dict:
+    """The stop steps' part of the task's result: ``{"stopped": {rc, stdout, stderr}}``, or {}."""
+    if stopped is None:
+        return {}
+    return {"stopped": {key: stopped.get(key) for key in ("rc", "stdout", "stderr")}}
 
 
 def _unpack(archive, dest: str) -> list[str]:

@@ -25,10 +25,13 @@ async jobs cost about four ssh exchanges and a module run to start and a module 
 
 ``stop`` kills the case's process group (SIGKILL) unless it ended, then waits up to ``--grace``
 seconds (default 5) for the supervisor to record the end (``rc`` -9): a round stops the other
-nodes this way when one failed, or when the run is interrupted. ``prepare`` is ``start``'s first
-half (the folder and ``config.yaml``), for a case that another runtime starts (a container);
-it reports the user it ran as (``"user": "UID:GID"``), which a container runs as so that the
-files it writes there belong to the ssh user.
+nodes this way when one failed, or when the run is interrupted. The case runs with
+``FLAGPERF_NODE_DIR`` set to DIR: with its supervisor gone, ``stop`` kills the recorded group
+only while one of its processes carries that mark (the group id may be another's by then).
+
+``prepare`` is ``start``'s first half (the folder and ``config.yaml``), for a case that another
+runtime starts (a container); it reports the user it ran as (``"user": "UID:GID"``), which a
+container runs as so that the files it writes there belong to the ssh user.
 
 Each prints one JSON line and exits 0; errors in the arguments exit 2 (argparse).
 """
@@ -51,6 +54,8 @@ STATUS = "launch.json"
 PID = "launch.pid"
 LOG = "launcher.log"
 TIMEOUT_MSG = "Timeout exceeded"   # the words Ansible's async_wrapper uses for the same end
+# Set in the case's environment to its folder: marks its processes as this node's (stop).
+OWNER_ENV = "FLAGPERF_NODE_DIR"
 
 
 def now_ms() -> int:
@@ -80,7 +85,8 @@ def supervise(out: Path, argv: list[str], timeout: float) -> None:
     try:
         with open(out / LOG, "ab") as log:
             child = subprocess.Popen(argv, cwd=out, stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     env={**os.environ, OWNER_ENV: str(out.resolve())})
     except OSError as err:
         write_json(out / STATUS, {"finished": 1, "rc": 127, "timed_out": False,
                                   "msg": f"cannot run {argv[0]}: {err}", "started_ms": started,
@@ -155,6 +161,15 @@ def alive(out: Path) -> bool:
         return True
 
 
+def owned_by(pid: int, out: Path) -> bool:
+    """Whether process ``pid`` belongs to the case run in ``out`` (its environment's mark)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{OWNER_ENV}={out.resolve()}".encode() in environ
+
+
 def group_members(group: int) -> list[int]:
     """The processes of process group ``group`` (from /proc)."""
     members = []
@@ -175,8 +190,11 @@ def stop(args: argparse.Namespace) -> dict:
         group = int((out / PID).read_text().split()[1])
     except (OSError, ValueError, IndexError):
         return {"changed": False, "msg": "not running"}
-    # Ended and recorded: its group id may belong to another process group by now.
-    if (out / STATUS).exists() or not group_members(group):
+    # Ended and recorded: its group id may belong to another process group by now. Without the
+    # supervisor (killed without a word), so may it: the group is the case's only while one of
+    # its processes carries the case's mark.
+    members = [] if (out / STATUS).exists() else group_members(group)
+    if not members or not (alive(out) or any(owned_by(pid, out) for pid in members)):
         return {"changed": False, "msg": "not running"}
     try:
         os.killpg(group, signal.SIGKILL)

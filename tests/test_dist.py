@@ -1,0 +1,76 @@
+"""benchmarks/driver/dist.py: a rank leaves its process group, and a rank whose leaving blocks
+still ends, with its stacks on stderr, instead of holding its node until the case timeout."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run_rank(body: str, tmp_path: Path, *launcher: str) -> subprocess.CompletedProcess:
+    """Run ``body`` after ``from driver.dist import *`` (directly, or under ``launcher``)."""
+    script = tmp_path / "rank.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(BENCHMARKS)!r})\n"
+                      "from driver.dist import *\n" + body)
+    return subprocess.run([sys.executable, *launcher, str(script)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+
+
+def test_two_gloo_ranks_reduce_then_leave_their_group(tmp_path):
+    done = run_rank(
+        "info = init_distributed('gloo')\n"
+        "total = all_reduce_sum([info.rank + 1.0], info)\n"
+        "print(f'rank {info.rank} total {total[0]:g} left {shutdown(info)}', flush=True)\n"
+        "exit_rank(0)\n",
+        tmp_path, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(line for line in done.stdout.splitlines() if line.startswith("rank ")) == [
+        "rank 0 total 3 left True", "rank 1 total 3 left True"]
+
+
+# The hangs below stand in for destroy_process_group blocking on a peer or at its teardown,
+# which cannot be brought about on demand; the rank's code path is the real one.
+ONE_RANK_OF_TWO = "info = DistInfo(rank=0, world_size=2, local_rank=0)\n"
+
+
+def test_a_blocked_leave_is_given_up_after_the_timeout_with_the_stacks_on_stderr(tmp_path):
+    started = time.monotonic()
+    done = run_rank(
+        "import time, torch.distributed\n"
+        "def blocked_on_a_peer():\n    time.sleep(600)\n"
+        "torch.distributed.destroy_process_group = blocked_on_a_peer\n"
+        + ONE_RANK_OF_TWO +
+        "print('left', shutdown(info, timeout_s=2), flush=True)\n"
+        "exit_rank(0)\n", tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "left False"
+    assert "did not return within 2 s" in done.stderr
+    assert "blocked_on_a_peer" in done.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_a_leave_blocked_with_the_gil_held_ends_the_rank_with_status_1(tmp_path):
+    """ctypes.PyDLL calls C with the GIL held: the waiting thread cannot run, the watchdog can."""
+    done = run_rank(
+        "import ctypes, torch.distributed\n"
+        "def blocked_holding_the_gil():\n    ctypes.PyDLL(None).sleep(600)\n"
+        "torch.distributed.destroy_process_group = blocked_holding_the_gil\n"
+        + ONE_RANK_OF_TWO +
+        "print('left', shutdown(info, timeout_s=1), flush=True)\n"
+        "exit_rank(0)\n", tmp_path)
+    assert done.returncode == 1
+    assert "left" not in done.stdout
+    assert "Timeout (0:00:02)!" in done.stderr
+    assert "blocked_holding_the_gil" in done.stderr
+
+
+def test_an_error_from_leaving_is_raised(tmp_path):
+    done = run_rank(
+        "import torch.distributed\n"
+        "def fails():\n    raise ValueError('Invalid process group specified')\n"
+        "torch.distributed.destroy_process_group = fails\n"
+        + ONE_RANK_OF_TWO + "shutdown(info, timeout_s=30)\n", tmp_path)
+    assert done.returncode == 1
+    assert "ValueError: Invalid process group specified" in done.stderr
