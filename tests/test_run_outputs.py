@@ -69,7 +69,8 @@ def test_masking_leaves_no_host_name_or_address(masked_run):
         ["host0_noderank0"]
     hostname = socket.gethostname()
     for path in shared_documents(masked_run):
-        text = path.read_text()
+        # Embedded images' base64 (summary.html's plots) hold short names by chance ("vm").
+        text = re.sub(r"data:[\w/.+-]+;base64,[A-Za-z0-9+/=]*", "data:", path.read_text())
         assert not re.search(r"(?<![\w.-])localhost(?![\w-])", text), path
         assert not re.search(rf"(?<![\w.-]){re.escape(hostname)}(?![\w-])", text), path
         assert not re.search(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])",
