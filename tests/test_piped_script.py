@@ -20,6 +20,8 @@ SCRIPT = textwrap.dedent("""\
                                  start_new_session=True).pid
     print(json.dumps({"argv": sys.argv[1:], "env": os.environ.get("PIPED_SCRIPT_TEST"),
                       "child": child}))
+    # What a script may say itself, like the runner's line for a failed step.
+    print("step 1 (of a training loop) exited its warm-up", file=sys.stderr)
     sys.exit(int(os.environ.get("PIPED_SCRIPT_EXIT", "0")))
 """)
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 
 from ansible.errors import AnsibleActionFail
@@ -101,6 +102,10 @@ sys.exit(status)
 """
 
 
+# The runner's line for a failed step (a step's own stderr may have lines much like it).
+_FAILED_STEP = re.compile(r"step \d+ \(.+\) exited \d+")
+
+
 class ActionModule(ActionBase):
     # Nothing goes through a temporary folder on the host: no exchange to make or remove one.
     TRANSFERS_FILES = False
@@ -150,7 +155,7 @@ class ActionModule(ActionBase):
         result.update(done, changed=True)
         if done["rc"] != 0:
             lines = to_text(done["stderr"]).strip().splitlines() if "steps" in args else []
-            said = [line for line in lines if line.startswith("step ")]
+            said = [line for line in lines if _FAILED_STEP.fullmatch(line)]
             result.update(failed=True, msg=said[0] if said else f"{steps[0]['script']} exited {done['rc']}")
         return result
 
