@@ -13,10 +13,10 @@ from flagperf_ansible.round_wait import job_status, node_failed, node_finished, 
 ASYNC_WAIT = Path(__file__).resolve().parents[1] / "roles" / "container" / "files" / "async_wait.py"
 
 
-def wait(results_file: Path, seconds: float) -> dict:
+def wait(results_file: Path, seconds: float, *extra: str) -> dict:
     """One wait step; the result as piped_script registers it."""
     done = subprocess.run([sys.executable, "-", "--results-file", str(results_file),
-                           "--seconds", str(seconds)], input=ASYNC_WAIT.read_text(),
+                           "--seconds", str(seconds), *extra], input=ASYNC_WAIT.read_text(),
                           capture_output=True, text=True, timeout=60)
     return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "changed": True}
 
@@ -58,3 +58,14 @@ def test_a_job_killed_at_its_limit_and_a_missing_job_are_failed_and_finished(tmp
     missing = wait(tmp_path / "j0.0", 5)
     assert node_finished(missing) and node_failed(missing)
     assert job_status(missing)["msg"] == "could not find job"
+
+
+def test_remove_clears_the_results_file_of_an_ended_job_only(tmp_path):
+    running, ended = tmp_path / "j123.459", tmp_path / "j123.460"
+    write_atomically(running, {"started": True, "finished": False, "ansible_job_id": running.name})
+    write_atomically(ended, {"changed": True, "status": 0, "container": {"Output": ""}})
+    assert not node_finished(wait(running, 0, "--remove"))
+    assert running.exists()
+    poll = wait(ended, 0, "--remove")
+    assert node_finished(poll) and node_rc(poll) == 0 and not node_failed(poll)
+    assert not ended.exists()

@@ -70,11 +70,12 @@ def options(argv: list) -> list[str]:
 START = "Start the system monitor and the node's case, and wait a slice"
 
 
-def node_stop_steps(runtime: str) -> list[dict]:
+def node_stop_steps(runtime: str, **registered) -> list[dict]:
     """vars/round_node.yml's stop steps (the round's end) for ``runtime``, rendered."""
     return jinja2.Environment().compile_expression(
         ROUND_NODE["__node_stop_steps"].strip()[2:-2])(
-            flagperf_container_runtime=runtime, __host_dir="HOST_DIR", __monitor_stop_argv="MONITOR_STOP")
+            flagperf_container_runtime=runtime, __host_dir="HOST_DIR", __monitor_stop_argv="MONITOR_STOP",
+            **registered)
 
 
 def test_the_round_starts_the_case_as_the_launch_role_does():
@@ -128,6 +129,13 @@ def test_the_round_stops_the_case_as_the_launch_role_does():
     assert case["argv"] == [{"{{ __host_dir }}": "HOST_DIR"}.get(in_round_terms(word), in_round_terms(word))
                             for word in role]
     assert len(node_stop_steps("none")) == 2 and len(node_stop_steps("docker")) == 1
+    # Docker's: the container's async job (when it was started) leaves no results file.
+    job = {"results_file": "/home/u/.ansible_async/j1.2"}
+    clear = node_stop_steps("docker", container_job=job)[0]
+    assert clear["script"].endswith("/files/async_wait.py")
+    assert clear["argv"] == ["--results-file", job["results_file"], "--seconds", 0, "--remove"]
+    assert node_stop_steps("docker", container_job={"skipped": True}) == node_stop_steps("docker")
+    assert len(node_stop_steps("none", container_job=job)) == 2
     end = tasks("playbooks/tasks/round_end.yml")[0]
     assert end["vars"]["collect_stop_steps"] == "{{ __node_stop_steps }}"
 

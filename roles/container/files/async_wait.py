@@ -3,7 +3,7 @@
 host side (standard library only, piped to the host's Python with each task by
 ``flagperf.benchmark.piped_script``).
 
-    async_wait.py --results-file FILE --seconds S
+    async_wait.py --results-file FILE --seconds S [--remove]
 
 FILE is the ``results_file`` of a task started with ``async`` and ``poll: 0`` (here the
 container's ``community.docker.docker_container`` run, which returns when the container
@@ -13,7 +13,9 @@ Waits up to S seconds (no traffic with the controller meanwhile) and prints one 
 ``ansible.builtin.async_status`` prints for the job (its reading of the same file): the job's
 result with ``finished`` true once it ended, ``{"started": true, "finished": false}`` while it
 runs, a failed and finished document when the file does not exist. One exchange per slice and
-no module run, where async_status costs a module run per check. Exits 0; errors in the
+no module run, where async_status costs a module run per check. With ``--remove``, a job that
+ended has its results file removed once read (async_status's ``mode: cleanup``; the async
+wrapper leaves it in ``~/.ansible_async`` for good otherwise). Exits 0; errors in the
 arguments exit 2 (argparse).
 """
 
@@ -51,11 +53,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--results-file", required=True)
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--remove", action="store_true",
+                        help="remove the results file of a job that ended")
     args = parser.parse_args()
+    path = os.path.expanduser(args.results_file)
     deadline = time.monotonic() + max(args.seconds, 0)
     while True:
-        document = job_status(os.path.expanduser(args.results_file))
+        document = job_status(path)
         if document is not None:
+            if args.remove:
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
             break
         if time.monotonic() >= deadline:
             document = {"started": True, "finished": False, "results_file": args.results_file}
