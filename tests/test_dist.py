@@ -3,7 +3,6 @@ still ends, with its stacks on stderr, instead of holding its node until the cas
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -39,7 +38,7 @@ ONE_RANK_OF_TWO = "info = DistInfo(rank=0, world_size=2, local_rank=0)\n"
 
 
 def test_a_blocked_leave_is_given_up_after_the_timeout_with_the_stacks_on_stderr(tmp_path):
-    started = time.monotonic()
+    # Not given up, the stand-in's 600 s would run into run_rank's 120 s limit.
     done = run_rank(
         "import time, torch.distributed\n"
         "def blocked_on_a_peer():\n    time.sleep(600)\n"
@@ -51,7 +50,6 @@ def test_a_blocked_leave_is_given_up_after_the_timeout_with_the_stacks_on_stderr
     assert done.stdout.strip() == "left False"
     assert "did not return within 2 s" in done.stderr
     assert "blocked_on_a_peer" in done.stderr
-    assert time.monotonic() - started < 60
 
 
 def test_a_leave_blocked_with_the_gil_held_ends_the_rank_with_status_1(tmp_path):
