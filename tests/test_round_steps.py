@@ -71,8 +71,9 @@ START = "Start the system monitor and the node's case, and wait a slice"
 
 
 def node_stop_steps(runtime: str, **registered) -> list[dict]:
-    """vars/round_node.yml's stop steps (the round's end) for ``runtime``, rendered."""
-    return jinja2.Environment().compile_expression(
+    """vars/round_node.yml's stop steps (the round's end) for ``runtime``, rendered (an
+    undefined variable's attribute undefined too, as in Ansible)."""
+    return jinja2.Environment(undefined=jinja2.ChainableUndefined).compile_expression(
         ROUND_NODE["__node_stop_steps"].strip()[2:-2])(
             flagperf_container_runtime=runtime, __host_dir="HOST_DIR", __monitor_stop_argv="MONITOR_STOP",
             **registered)

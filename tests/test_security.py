@@ -229,9 +229,12 @@ def test_scripts_get_an_argument_list():
     # constant scripts and argument lists there too.
     stop_steps = " ".join(round_node["__node_stop_steps"].split())
     assert re.findall(r"'script': ([^,]+),", stop_steps) == [
-        "'../roles/launch/files/node_job.py'", "'../roles/monitor/files/sys_monitor.py'"]
+        "'../roles/launch/files/node_job.py'", "'../roles/container/files/async_wait.py'",
+        "'../roles/monitor/files/sys_monitor.py'"]
     assert re.findall(r"'argv': ([^}]+)}", stop_steps) == [
-        "['stop', '--output-dir', __host_dir]", "__monitor_stop_argv"]
+        "['stop', '--output-dir', __host_dir]",
+        "['--results-file', container_job.results_file, '--seconds', 0, '--remove']",
+        "__monitor_stop_argv"]
     assert not [rel(path) for path, task in ALL_TASKS if module_of(task)[0] == "script"]
 
 
