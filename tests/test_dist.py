@@ -34,18 +34,22 @@ def test_two_gloo_ranks_reduce_then_leave_their_group(tmp_path):
 
 # The hangs below stand in for destroy_process_group blocking on a peer or at its teardown,
 # which cannot be brought about on demand; the rank's code path is the real one.
-ONE_RANK_OF_TWO = "info = DistInfo(rank=0, world_size=2, local_rank=0)\n"
+def leave_with(name: str, body: str, timeout_s: float,
+               tmp_path: Path) -> subprocess.CompletedProcess:
+    """Rank 0 of 2 leaving with a function ``name`` running ``body`` in place of
+    destroy_process_group (its name shows in the stacks): prints ``left <shutdown's result>``,
+    then exits 0."""
+    return run_rank(
+        f"import ctypes, time, torch.distributed\ndef {name}():\n    {body}\n"
+        f"torch.distributed.destroy_process_group = {name}\n"
+        "info = DistInfo(rank=0, world_size=2, local_rank=0)\n"
+        f"print('left', shutdown(info, timeout_s={timeout_s}), flush=True)\n"
+        "exit_rank(0)\n", tmp_path)
 
 
 def test_a_blocked_leave_is_given_up_after_the_timeout_with_the_stacks_on_stderr(tmp_path):
     # Not given up, the stand-in's 600 s would run into run_rank's 120 s limit.
-    done = run_rank(
-        "import time, torch.distributed\n"
-        "def blocked_on_a_peer():\n    time.sleep(600)\n"
-        "torch.distributed.destroy_process_group = blocked_on_a_peer\n"
-        + ONE_RANK_OF_TWO +
-        "print('left', shutdown(info, timeout_s=2), flush=True)\n"
-        "exit_rank(0)\n", tmp_path)
+    done = leave_with("blocked_on_a_peer", "time.sleep(600)", 2, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "left False"
     assert "did not return within 2 s" in done.stderr
@@ -54,13 +58,7 @@ def test_a_blocked_leave_is_given_up_after_the_timeout_with_the_stacks_on_stderr
 
 def test_a_leave_blocked_with_the_gil_held_ends_the_rank_with_status_1(tmp_path):
     """ctypes.PyDLL calls C with the GIL held: the waiting thread cannot run, the watchdog can."""
-    done = run_rank(
-        "import ctypes, torch.distributed\n"
-        "def blocked_holding_the_gil():\n    ctypes.PyDLL(None).sleep(600)\n"
-        "torch.distributed.destroy_process_group = blocked_holding_the_gil\n"
-        + ONE_RANK_OF_TWO +
-        "print('left', shutdown(info, timeout_s=1), flush=True)\n"
-        "exit_rank(0)\n", tmp_path)
+    done = leave_with("blocked_holding_the_gil", "ctypes.PyDLL(None).sleep(600)", 1, tmp_path)
     assert done.returncode == 1
     assert "left" not in done.stdout
     assert "Timeout (0:00:02)!" in done.stderr
@@ -68,10 +66,6 @@ def test_a_leave_blocked_with_the_gil_held_ends_the_rank_with_status_1(tmp_path)
 
 
 def test_an_error_from_leaving_is_raised(tmp_path):
-    done = run_rank(
-        "import torch.distributed\n"
-        "def fails():\n    raise ValueError('Invalid process group specified')\n"
-        "torch.distributed.destroy_process_group = fails\n"
-        + ONE_RANK_OF_TWO + "shutdown(info, timeout_s=30)\n", tmp_path)
+    done = leave_with("fails", "raise ValueError('Invalid process group specified')", 30, tmp_path)
     assert done.returncode == 1
     assert "ValueError: Invalid process group specified" in done.stderr

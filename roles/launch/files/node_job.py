@@ -161,13 +161,12 @@ def alive(out: Path) -> bool:
         return True
 
 
-def owned_by(pid: int, out: Path) -> bool:
-    """Whether process ``pid`` belongs to the case run in ``out`` (its environment's mark)."""
+def owned_by(pid: int, mark: bytes) -> bool:
+    """Whether process ``pid``'s environment holds ``mark`` (``OWNER_ENV=<case folder>``)."""
     try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
-    return f"{OWNER_ENV}={out.resolve()}".encode() in environ
 
 
 def group_members(group: int) -> list[int]:
@@ -194,7 +193,8 @@ def stop(args: argparse.Namespace) -> dict:
     # supervisor (killed without a word), so may it: the group is the case's only while one of
     # its processes carries the case's mark.
     members = [] if (out / STATUS).exists() else group_members(group)
-    if not members or not (alive(out) or any(owned_by(pid, out) for pid in members)):
+    mark = f"{OWNER_ENV}={out.resolve()}".encode()
+    if not members or not (alive(out) or any(owned_by(pid, mark) for pid in members)):
         return {"changed": False, "msg": "not running"}
     try:
         os.killpg(group, signal.SIGKILL)
