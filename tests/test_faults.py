@@ -216,8 +216,9 @@ def test_container_failing_on_one_host_stops_the_others(cluster, tmp_path):
 
 @pytest.mark.parametrize("runtime", ["none", "docker"])
 def test_hang_past_the_timeout_is_killed_and_marked_timeout(cluster, tmp_path, runtime):
-    # docker: the container's async job is killed at the timeout, the container is not: the
-    # round's end removes it (nothing_left checks that no container is left).
+    # docker: the module run that started the container is killed at the timeout, the
+    # container is not: the round's end removes it (nothing_left checks that no container is
+    # left).
     scene = Scene(cluster, tmp_path, {"duration": 0.5, "hang": True}, runtime=runtime, timeout=8)
     done = scene.playbook()
     assert done.returncode == 0, done.stdout[-3000:]

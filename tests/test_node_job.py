@@ -152,6 +152,37 @@ def test_stop_leaves_a_group_that_is_not_the_cases_alone(tmp_path):
         other.wait()
 
 
+def test_start_hands_its_input_to_the_case_and_wait_reports_the_result(tmp_path):
+    """--input: the case reads start's standard input (a program, as a module's payload is
+    run by python3 -); --result: its standard output is the result wait reports, which stop
+    removes (it may hold the module's arguments); its standard error goes to launcher.log."""
+    out = tmp_path / "node"
+    program = ("import json, sys\n"
+               "print('a warning', file=sys.stderr)\n"
+               "print(json.dumps({'changed': True, 'status': 2, 'invocation': {'module_args': {'env': {'TOKEN': 's'}}}}))\n")
+    done = subprocess.run([sys.executable, str(NODE_JOB), "start", "--output-dir", str(out),
+                           "--timeout", "60", "--input", "--result", "--", sys.executable, "-"],
+                          input=program, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and json.loads(done.stdout)["msg"] == "started", done.stderr
+    poll = wait(out, 30)
+    status = json.loads(poll["stdout"])
+    assert status["finished"] == 1 and status["rc"] == 0
+    assert status["result"]["status"] == 2 and "a warning" in status["stdout"]
+    # The module's exit status is 0; the container's (its result's status) is the node's.
+    assert node_outcome(poll)["rc"] == 2 and node_failed(poll)
+    assert "TOKEN" not in (out / "launcher.log").read_text()
+    assert (out / "job_result.json").exists()
+    stopped = json.loads(node_job("stop", "--output-dir", str(out))["stdout"])
+    assert stopped["msg"] == "not running" and not (out / "job_result.json").exists()
+    # Without --input the case reads nothing, even when start was given some.
+    again = subprocess.run([sys.executable, str(NODE_JOB), "start", "--output-dir", str(out),
+                            "--timeout", "60", "--", sys.executable, "-c",
+                            "import sys; print(repr(sys.stdin.read()))"],
+                           input=program, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0
+    assert json.loads(wait(out, 30)["stdout"])["stdout"].strip().endswith("a warning\n''")
+
+
 def test_prepare_makes_the_folder_and_config_without_starting_anything(tmp_path):
     out = tmp_path / "a" / "node"
     config = {"lr": 0.1, "name": "x: y"}

@@ -264,3 +264,74 @@ def test_steps_share_one_interpreter_as_if_each_ran_alone(tmp_path, project, ven
     assert message["msg"] == "step 1 (probe.py) exited 1"
     assert "a message" in message["stderr"]
     assert [json.loads(line)["mode"] for line in message["stdout_lines"]] == ["after"]
+
+
+RUN_INPUT = textwrap.dedent("""\
+    import json, os, subprocess, sys
+    # The step's standard input runs as a program, as node_job.py start --input runs it.
+    done = subprocess.run([sys.executable, "-"], stdin=0, capture_output=True, text=True)
+    print(json.dumps({"rc": done.returncode, "result": json.loads(done.stdout or "null"),
+                      "stdin": os.readlink("/proc/self/fd/0")}))
+""")
+
+INPUT_PLAYBOOK = textwrap.dedent("""\
+    - name: piped_script steps with a module's payload as input
+      hosts: localhost
+      gather_facts: false
+      vars:
+        ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+      tasks:
+        - name: A step runs a module given as its input; the next reads nothing
+          flagperf.benchmark.piped_script:
+            steps:
+              - script: run_input.py
+                input_module:
+                  name: ansible.builtin.ping
+                  args: {{data: "it's {{{{ 'templated' }}}}"}}
+              - script: run_input.py
+                input_module:
+                  name: ansible.builtin.ping
+                  args: {{data: "{{{{ omit }}}}"}}
+              - script: probe.py
+                argv: [stdin]
+            executable: "{{{{ ansible_playbook_python }}}}"
+          register: ran
+
+        - name: An input that is not a module's name and arguments
+          flagperf.benchmark.piped_script:
+            steps:
+              - script: probe.py
+                argv: [stdin]
+                input_module: ansible.builtin.ping
+            executable: "{{{{ ansible_playbook_python }}}}"
+          register: malformed
+          ignore_errors: true
+
+        - name: Keep the results
+          ansible.builtin.copy:
+            content: "{{{{ {{'ran': ran, 'malformed': malformed}} | to_json }}}}"
+            dest: "{out}"
+            mode: "0644"
+""")
+
+
+def test_a_step_gets_a_modules_payload_as_its_input(tmp_path, project, venv_env):
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "run_input.py").write_text(RUN_INPUT)
+    (tmp_path / "files" / "probe.py").write_text(PROBE)
+    out = tmp_path / "out.json"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(INPUT_PLAYBOOK.format(out=out))
+    done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,", "-c", "local"],
+                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    first, second, third = [json.loads(line) for line in results["ran"]["stdout_lines"]]
+    # The module ran with the task's templated arguments; omit dropped one (ping's default).
+    assert first["rc"] == 0 and first["result"]["ping"] == "it's templated"
+    assert second["rc"] == 0 and second["result"]["ping"] == "pong"
+    # An unnamed temporary file: no path on the host holds the payload.
+    assert first["stdin"].endswith("(deleted)"), first["stdin"]
+    assert third["stdin"] == ""
+    malformed = results["malformed"]
+    assert malformed["failed"] and "input_module must be a mapping of name and args" in malformed["msg"]

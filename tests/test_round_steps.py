@@ -7,7 +7,6 @@ their own siblings by an explicit path."""
 import re
 from pathlib import Path
 
-import jinja2
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,13 +69,9 @@ def options(argv: list) -> list[str]:
 START = "Start the system monitor and the node's case, and wait a slice"
 
 
-def node_stop_steps(runtime: str, **registered) -> list[dict]:
-    """vars/round_node.yml's stop steps (the round's end) for ``runtime``, rendered (an
-    undefined variable's attribute undefined too, as in Ansible)."""
-    return jinja2.Environment(undefined=jinja2.ChainableUndefined).compile_expression(
-        ROUND_NODE["__node_stop_steps"].strip()[2:-2])(
-            flagperf_container_runtime=runtime, __host_dir="HOST_DIR", __monitor_stop_argv="MONITOR_STOP",
-            **registered)
+def node_stop_steps() -> list[dict]:
+    """vars/round_node.yml's stop steps (the round's end; both runtimes)."""
+    return ROUND_NODE["__node_stop_steps"]
 
 
 def test_the_round_starts_the_case_as_the_launch_role_does():
@@ -98,7 +93,7 @@ def test_the_round_waits_its_first_slice_as_the_launch_role_does():
     assert last["script"].endswith("/files/node_job.py")
     assert [in_round_terms(word) for word in piped(role)["argv"]] == last["argv"]
     assert start["register"] == role["register"] == "launch_poll"
-    assert ROUND_NODE["__node_poll_var"].count("launch_poll") == 1
+    assert ROUND_NODE["__node_poll_var"] == "launch_poll"
 
 
 def test_the_round_starts_and_stops_the_monitor_as_the_monitor_role_does():
@@ -116,29 +111,51 @@ def test_the_round_starts_and_stops_the_monitor_as_the_monitor_role_does():
                        ("playbooks/tasks/docker/round.yml",
                         "Make the node's folder and config.yaml, and start the system monitor")):
         assert step(path, name, "sys_monitor.py")["argv"] == "{{ __monitor_start_argv }}", path
-    for runtime in ("none", "docker"):
-        monitor = node_stop_steps(runtime)[-1]
-        assert monitor["script"].endswith("/files/sys_monitor.py")
-        assert monitor["argv"] == "MONITOR_STOP", runtime
+    monitor = node_stop_steps()[-1]
+    assert monitor["script"].endswith("/files/sys_monitor.py")
+    assert monitor["argv"] == "{{ __monitor_stop_argv }}"
 
 
 def test_the_round_stops_the_case_as_the_launch_role_does():
-    """Runtime none's end stops the case first (docker's removes the container itself)."""
+    """Both runtimes' ends stop what node_job.py runs first: the case, or the module run that
+    started the container (docker's end removes a container still running by its own task)."""
     role = piped(tasks("roles/launch/tasks/stop.yml")[0])["argv"]
-    case = node_stop_steps("none")[0]
+    case = node_stop_steps()[0]
     assert case["script"].endswith("/files/node_job.py")
-    assert case["argv"] == [{"{{ __host_dir }}": "HOST_DIR"}.get(in_round_terms(word), in_round_terms(word))
-                            for word in role]
-    assert len(node_stop_steps("none")) == 2 and len(node_stop_steps("docker")) == 1
-    # Docker's: the container's async job (when it was started) leaves no results file.
-    job = {"results_file": "/home/u/.ansible_async/j1.2"}
-    clear = node_stop_steps("docker", container_job=job)[0]
-    assert clear["script"].endswith("/files/async_wait.py")
-    assert clear["argv"] == ["--results-file", job["results_file"], "--seconds", 0, "--remove"]
-    assert node_stop_steps("docker", container_job={"skipped": True}) == node_stop_steps("docker")
-    assert len(node_stop_steps("none", container_job=job)) == 2
+    assert case["argv"] == [in_round_terms(word) for word in role]
+    assert len(node_stop_steps()) == 2
     end = tasks("playbooks/tasks/round_end.yml")[0]
     assert end["vars"]["collect_stop_steps"] == "{{ __node_stop_steps }}"
+
+
+DOCKER_START = "Start the node's container, and wait a slice"
+
+
+def test_the_docker_round_starts_the_container_as_the_container_role_does():
+    """The container role's docker_container task, run by node_job.py's supervisor: the same
+    module, arguments and variables (the round sets the role's variables on its task)."""
+    role = tasks("roles/container/tasks/run.yml")[0]
+    role_vars = yaml.safe_load((ROOT / "roles/container/vars/main.yml").read_text())
+    task = named("playbooks/tasks/docker/round.yml", DOCKER_START)
+    first, last = piped(task)["steps"]
+    assert first["script"].endswith("/files/node_job.py")
+    assert first["input_module"] == {"name": "community.docker.docker_container",
+                                     "args": role["community.docker.docker_container"]}
+    argv = first["argv"]
+    assert argv[0] == "start" and {"--input", "--result"} <= set(argv)
+    assert argv[argv.index("--") + 1:] == ["{{ flagperf_python }}", "-"]
+    # Every variable of the role's task is set on the round's task, its volumes as the role's.
+    used = set(re.findall(r"\b(container_\w+|__container_\w+)\b", str(role["community.docker.docker_container"])))
+    assert used <= set(task["vars"]), used - set(task["vars"])
+    assert task["vars"]["__container_volumes"] == role_vars["__container_volumes"]
+    # Its end is the launch role's wait step, registered as the launch role's wait registers it.
+    wait = tasks("roles/launch/tasks/wait.yml")[0]
+    assert [in_round_terms(word) for word in piped(wait)["argv"]] == last["argv"]
+    assert task["register"] == wait["register"] == "launch_poll"
+    # The module runs no longer than the role's async job would (the case timeout).
+    assert argv[argv.index("--timeout") + 1] == "{{ flagperf_round.timeout }}"
+    assert role["async"] == "{{ container_round.timeout }}"
+    assert task["vars"]["container_round"] == "{{ flagperf_round }}"
 
 
 def test_the_round_files_import_their_own_task_files():

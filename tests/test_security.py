@@ -195,7 +195,8 @@ def test_scripts_get_an_argument_list():
     quotes each element of `argv` as one word: no command line is built from values, and no
     task uses `ansible.builtin.script` (a command line string). A round's combined steps
     (`steps`) are held to the same: constant script names, argument lists (the monitor's from
-    vars/round_node.yml, lists there too)."""
+    vars/round_node.yml, lists there too); a step's input module is a constant module name
+    with a mapping of arguments."""
     scripts = [(rel(path), task) for path, task in ALL_TASKS
                if "flagperf.benchmark.piped_script" in task]
     assert {path for path, _task in scripts} >= {
@@ -210,8 +211,12 @@ def test_scripts_get_an_argument_list():
         assert set(args) <= {"script", "argv", "steps", "keep_going", "executable"}, where
         steps = args.get("steps") or [{"script": args["script"], "argv": args.get("argv", [])}]
         for step in steps:
-            assert set(step) <= {"script", "argv", "environment"}, where
+            assert set(step) <= {"script", "argv", "environment", "input_module"}, where
             assert "{{" not in step["script"], where
+            if "input_module" in step:
+                # A constant module, its arguments a mapping (module arguments, not words).
+                assert "{{" not in step["input_module"]["name"], where
+                assert isinstance(step["input_module"]["args"], dict), where
             argv = step["argv"]
             if isinstance(argv, str):
                 # One expression producing the list: the package's argv builder after our
@@ -227,14 +232,11 @@ def test_scripts_get_an_argument_list():
                 assert isinstance(argv, list), where
     # A round's end stops the case and the monitor in its collect task (collect_stop_steps):
     # constant scripts and argument lists there too.
-    stop_steps = " ".join(round_node["__node_stop_steps"].split())
-    assert re.findall(r"'script': ([^,]+),", stop_steps) == [
-        "'../roles/launch/files/node_job.py'", "'../roles/container/files/async_wait.py'",
-        "'../roles/monitor/files/sys_monitor.py'"]
-    assert re.findall(r"'argv': ([^}]+)}", stop_steps) == [
-        "['stop', '--output-dir', __host_dir]",
-        "['--results-file', container_job.results_file, '--seconds', 0, '--remove']",
-        "__monitor_stop_argv"]
+    stop_steps = round_node["__node_stop_steps"]
+    assert [step["script"] for step in stop_steps] == [
+        "../roles/launch/files/node_job.py", "../roles/monitor/files/sys_monitor.py"]
+    assert [step["argv"] for step in stop_steps] == [
+        ["stop", "--output-dir", "{{ __host_dir }}"], "{{ __monitor_stop_argv }}"]
     assert not [rel(path) for path, task in ALL_TASKS if module_of(task)[0] == "script"]
 
 

@@ -26,6 +26,15 @@ Options:
   words (``python3 -c <runner> sys_monitor.py start ... node_job.py start ...``). A round on
   many hosts starts a node's monitor and case and waits its first slice this way: one task and
   one interpreter per host instead of three of each;
+* a step's ``input_module`` (a mapping of ``name`` and ``args``): the step's standard input is
+  that Ansible module's payload with those arguments, built as Ansible builds it for a pipelined
+  run (an AnsiballZ Python program, which ``python3 -`` runs: prints the module's result as one
+  JSON line), instead of the null device. On the host it is an unnamed temporary file (no path,
+  gone when closed). A step that starts the module in the background hands it on (``node_job.py
+  start --input``), so that a module that runs long (a container) needs no Ansible async job:
+  that is four more ssh exchanges per host (a temporary folder, two transfers, their modes) and
+  a second module run (``async_wrapper``) to start, and a results file left in
+  ``~/.ansible_async``. The arguments are templated with the task (``omit`` drops a key);
 * ``keep_going`` (bool, default false): run the later steps after a failed one too (steps
   that stop things); the task's ``rc`` is still the first failed step's;
 * ``executable`` (default ``python3``): the Python on the host.
@@ -49,26 +58,34 @@ from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-STEP_KEYS = frozenset(("script", "argv", "environment"))
+STEP_KEYS = frozenset(("script", "argv", "environment", "input_module"))
 
 # Runs the steps on the host (Python 3.6 or later), in this one interpreter: each script in a
 # fresh __main__ module with its own argv and the step's environment over the task's, so that
 # a node's round pays one interpreter start (and one import of what the scripts share) instead
 # of one per step. Standard input is the null device while the steps run, as it is for a child
-# given its script on a pipe. A step's exit status is what the interpreter would make of its
+# given its script on a pipe, or the step's input (read after the scripts) in an unnamed
+# temporary file. A step's exit status is what the interpreter would make of its
 # SystemExit or uncaught exception; the first non-zero one ends the run with that status,
 # unless keep_going. A process a step forks and that returns into the runner (instead of
 # os._exit) ends there, with that step's status.
 STEPS_RUNNER = """\
-import json, os, sys, traceback, types
+import json, os, sys, tempfile, traceback, types
 run = json.loads(sys.stdin.buffer.readline())
 sources = [sys.stdin.buffer.read(step["size"]) for step in run["steps"]]
-null = os.open(os.devnull, os.O_RDONLY)
-os.dup2(null, 0)
-os.close(null)
+inputs = [sys.stdin.buffer.read(step["input_size"]) for step in run["steps"]]
 runner, main, environ = os.getpid(), sys.modules["__main__"], dict(os.environ)
 status = 0
-for number, (step, source) in enumerate(zip(run["steps"], sources), 1):
+for number, (step, source, data) in enumerate(zip(run["steps"], sources, inputs), 1):
+    if data:
+        with tempfile.TemporaryFile() as handle:
+            handle.write(data)
+            handle.seek(0)
+            os.dup2(handle.fileno(), 0)
+    else:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
     module = types.ModuleType("__main__")
     sys.modules["__main__"], sys.argv = module, ["-"] + step["argv"]
     os.environ.clear()
@@ -131,19 +148,25 @@ class ActionModule(ActionBase):
         for step in steps:
             with open(self._find_needle("files", step["script"]), "rb") as handle:
                 sources.append(handle.read())
+        inputs = [self._module_payload(step["input_module"], task_vars) if step["input_module"] else b""
+                  for step in steps]
+        if any(inputs) and "steps" not in args:
+            raise AnsibleActionFail("input_module is a key of a step (steps)")
         if "steps" in args:
-            # The runner reads a header line, then each script's bytes, from standard input.
+            # The runner reads a header line, then each script's bytes, then each step's input,
+            # from standard input.
             header = {"keep_going": boolean(args.get("keep_going", False)),
                       "steps": [{"name": step["script"], "argv": step["argv"],
-                                 "env": step["environment"], "size": len(source)}
-                                for step, source in zip(steps, sources)]}
+                                 "env": step["environment"], "size": len(source),
+                                 "input_size": len(data)}
+                                for step, source, data in zip(steps, sources, inputs)]}
             # The steps' scripts and words follow as the runner's own arguments, which it does
             # not read: they are what ps shows for it and for what a step forks and leaves
             # running (a monitor, a case's supervisor keep the runner's command line).
             words = [executable, "-c", STEPS_RUNNER]
             for step in steps:
                 words += [os.path.basename(step["script"]), *step["argv"]]
-            data = to_bytes(json.dumps(header)) + b"\n" + b"".join(sources)
+            data = to_bytes(json.dumps(header)) + b"\n" + b"".join(sources) + b"".join(inputs)
         else:
             words = [executable, "-", *steps[0]["argv"]]
             data = sources[0]
@@ -159,16 +182,34 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=said[0] if said else f"{steps[0]['script']} exited {done['rc']}")
         return result
 
+    def _module_payload(self, wanted, task_vars):
+        """The payload of module ``wanted["name"]`` with ``wanted["args"]``, as ``_execute_module``
+        builds it for a pipelined run (Ansible's internal arguments added)."""
+        arguments = dict(wanted["args"])
+        self._update_module_args(wanted["name"], arguments, task_vars)
+        bits, _ = self._configure_module(module_name=wanted["name"], module_args=arguments,
+                                         task_vars=task_vars)
+        if bits.module_style != "new":
+            raise AnsibleActionFail(f"input_module: {wanted['name']} is not an AnsiballZ module")
+        return bits.b_module_data
+
     @staticmethod
     def _check_step(where, step):
-        """A step's script, argv and environment as text; ``where`` prefixes the messages."""
+        """A step's script, argv, environment and input module; ``where`` prefixes the
+        messages."""
         if not isinstance(step, dict) or not step.get("script") or set(step) - STEP_KEYS:
-            raise AnsibleActionFail(f"{where.rstrip('.')} must be a mapping of script, argv, environment")
+            raise AnsibleActionFail(f"{where.rstrip('.')} must be a mapping of script, argv, environment, input_module")
         argv = step.get("argv") or []
         if not isinstance(argv, list):
             raise AnsibleActionFail(f"{where}argv must be a list, got {type(argv).__name__}")
         environment = step.get("environment") or {}
         if not isinstance(environment, dict):
             raise AnsibleActionFail(f"{where}environment must be a mapping")
+        wanted = step.get("input_module")
+        if wanted is not None and not (isinstance(wanted, dict) and set(wanted) <= {"name", "args"}
+                                       and isinstance(wanted.get("name"), str)
+                                       and isinstance(wanted.get("args", {}), dict)):
+            raise AnsibleActionFail(f"{where}input_module must be a mapping of name and args (a mapping)")
         return {"script": to_text(step["script"]), "argv": [to_text(word) for word in argv],
-                "environment": {to_text(k): to_text(v) for k, v in environment.items()}}
+                "environment": {to_text(k): to_text(v) for k, v in environment.items()},
+                "input_module": {"name": wanted["name"], "args": wanted.get("args") or {}} if wanted else None}

@@ -1,9 +1,11 @@
 """Waiting for a round's nodes: when it is over, and how each node ended.
 
-Each node of a round runs in the background: runtime ``none`` under the launch role's
-``node_job.py`` (polled with its ``wait``), runtime ``docker`` as an Ansible async job (polled
-with the container role's ``async_wait.py``, which reads the job's results file as
-``ansible.builtin.async_status`` does); both polls block on the host for a slice. The round
+Each node of a round runs in the background under the launch role's ``node_job.py`` (polled
+with its ``wait``, which blocks on the host for a slice): runtime ``none`` the case itself,
+runtime ``docker`` a ``community.docker.docker_container`` module run that starts the node's
+container and waits for it (its result is the wait's ``result``). The container role's own flow
+runs the module as an Ansible async job instead (polled with its ``async_wait.py``, which reads
+the job's results file as ``ansible.builtin.async_status`` does). The round
 playbook polls them all a slice at a time and asks ``round_over`` after each. A round is over when
 every node has finished, when any node failed (the others are then stopped, as a distributed
 job cannot go on without one of its ranks), when a host is gone, or past the deadline.
@@ -48,8 +50,15 @@ def node_finished(poll: Mapping[str, Any] | None) -> bool:
 
 def node_rc(poll: Mapping[str, Any]) -> int | None:
     """Exit code of a finished job: the case's (``command``: ``rc``) or the container's
-    (``community.docker.docker_container``: ``status``); None when it never exited itself."""
+    (``community.docker.docker_container``: ``status``, also as the ``result`` of the module run
+    that ``node_job.py`` supervised, whose own exit code is 0 whatever the container's); None
+    when it never exited itself."""
     poll = job_status(poll)
+    result = poll.get("result")
+    if isinstance(result, Mapping):
+        code = node_rc(result)
+        if code is not None:
+            return code
     for key in ("rc", "status"):
         value = poll.get(key)
         if isinstance(value, int) and not isinstance(value, bool):

@@ -3,7 +3,7 @@
 host side (standard library only, piped to the host's Python with each task by
 ``flagperf.benchmark.piped_script``).
 
-    node_job.py start --output-dir DIR --timeout S [--config-json JSON] -- ARGV...
+    node_job.py start --output-dir DIR --timeout S [--config-json JSON] [--input] [--result] -- ARGV...
     node_job.py wait --output-dir DIR --seconds S
     node_job.py stop --output-dir DIR [--grace S]
     node_job.py prepare --output-dir DIR [--config-json JSON]
@@ -16,6 +16,15 @@ the group when it outlives ``--timeout`` seconds, and writes ``DIR/launch.json``
 ``{"finished": 1, "rc": int|null, "timed_out": bool, "msg": str, "started_ms", "ended_ms"}``
 (``msg`` "Timeout exceeded" and ``rc`` null when killed at the timeout).
 
+``--input``: ARGV reads this process's standard input (else the null device): an Ansible
+module's payload, given by ``flagperf.benchmark.piped_script``'s ``input_module``, with ARGV
+``python3 -``. ``--result``: ARGV's standard output goes to ``DIR/job_result.json`` instead of
+``launcher.log`` (a module's result, one JSON document), which ``wait`` then adds as ``result``
+and ``stop`` removes (it may hold what the module was given: its arguments, a container's
+environment). A round runs a node's container this way (runtime docker): the
+``community.docker.docker_container`` module under this supervisor, where an Ansible async job
+would cost four more ssh exchanges and a second module run to start.
+
 ``wait`` waits on the host up to S seconds (no traffic with the controller meanwhile) and
 prints that document once it exists, with the last 4 KiB of ``launcher.log`` as ``stdout``;
 ``{"finished": 0}`` while ARGV still runs; ``finished`` with ``rc`` null and a ``msg`` when
@@ -24,8 +33,9 @@ round's only steps on a host for its case, one ssh exchange each and no module r
 async jobs cost about four ssh exchanges and a module run to start and a module run per poll.
 
 ``stop`` kills the case's process group (SIGKILL) unless it ended, then waits up to ``--grace``
-seconds (default 5) for the supervisor to record the end (``rc`` -9): a round stops the other
-nodes this way when one failed, or when the run is interrupted. The case runs with
+seconds (default 5) for the supervisor to record the end (``rc`` -9), and removes
+``job_result.json``: a round stops the other nodes this way when one failed, or when the run is
+interrupted, and ends every node this way. The case runs with
 ``FLAGPERF_NODE_DIR`` set to DIR: with its supervisor gone, ``stop`` kills the recorded group
 only while one of its processes carries that mark (the group id may be another's by then).
 
@@ -53,6 +63,7 @@ PROG = "node_job.py"
 STATUS = "launch.json"
 PID = "launch.pid"
 LOG = "launcher.log"
+RESULT = "job_result.json"
 TIMEOUT_MSG = "Timeout exceeded"   # the words Ansible's async_wrapper uses for the same end
 # Set in the case's environment to its folder: marks its processes as this node's (stop).
 OWNER_ENV = "FLAGPERF_NODE_DIR"
@@ -79,13 +90,16 @@ def name_process(name: str) -> None:
         pass
 
 
-def supervise(out: Path, argv: list[str], timeout: float) -> None:
-    """In the detached grandchild: run ``argv``, enforce the timeout, record how it ended."""
+def supervise(out: Path, argv: list[str], timeout: float, stdin: int, result: bool) -> None:
+    """In the detached grandchild: run ``argv`` (its standard input ``stdin``, a descriptor;
+    its standard output to ``RESULT`` when ``result``), enforce the timeout, record how it
+    ended."""
     started = now_ms()
     try:
-        with open(out / LOG, "ab") as log:
-            child = subprocess.Popen(argv, cwd=out, stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
+        with open(out / LOG, "ab") as log, \
+                open(out / RESULT if result else os.devnull, "wb") as document:
+            child = subprocess.Popen(argv, cwd=out, stdin=stdin, stdout=document if result else log,
+                                     stderr=log, start_new_session=True,
                                      env={**os.environ, OWNER_ENV: str(out.resolve())})
     except OSError as err:
         write_json(out / STATUS, {"finished": 1, "rc": 127, "timed_out": False,
@@ -122,7 +136,7 @@ def start(args: argparse.Namespace) -> dict:
     if (out / PID).exists() and not (out / STATUS).exists() and alive(out):
         return {"changed": False, "msg": "already running"}
     prepare(args)
-    for name in (STATUS, PID):
+    for name in (STATUS, PID, RESULT):
         (out / name).unlink(missing_ok=True)
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
@@ -132,10 +146,11 @@ def start(args: argparse.Namespace) -> dict:
         if os.fork() == 0:
             name_process("node_job")
             devnull = os.open(os.devnull, os.O_RDWR)
+            stdin = os.dup(0) if args.input else devnull
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
             try:
-                supervise(out, argv, args.timeout)
+                supervise(out, argv, args.timeout, stdin, args.result)
             finally:
                 os._exit(0)
         os._exit(0)
@@ -186,6 +201,14 @@ def group_members(group: int) -> list[int]:
 def stop(args: argparse.Namespace) -> dict:
     out = Path(args.output_dir)
     try:
+        return kill(out, args.grace)
+    finally:
+        (out / RESULT).unlink(missing_ok=True)
+
+
+def kill(out: Path, grace: float) -> dict:
+    """``stop``'s kill: the case's group unless it ended, then the wait for the record."""
+    try:
         group = int((out / PID).read_text().split()[1])
     except (OSError, ValueError, IndexError):
         return {"changed": False, "msg": "not running"}
@@ -200,7 +223,7 @@ def stop(args: argparse.Namespace) -> dict:
         os.killpg(group, signal.SIGKILL)
     except ProcessLookupError:
         return {"changed": False, "msg": "not running"}
-    deadline = time.monotonic() + max(args.grace, 0)
+    deadline = time.monotonic() + max(grace, 0)
     while alive(out) and not (out / STATUS).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return {"changed": True, "msg": "stopped"}
@@ -213,6 +236,10 @@ def wait(args: argparse.Namespace) -> dict:
         if (out / STATUS).exists():
             document = json.loads((out / STATUS).read_text(encoding="utf-8"))
             document["stdout"] = tail(out / LOG)
+            try:
+                document["result"] = json.loads((out / RESULT).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                pass                        # no result asked for, or none written (killed)
             return document
         if not alive(out):
             # Written between the two checks, or the supervisor was killed without a word.
@@ -241,6 +268,8 @@ def main() -> int:
     begin.add_argument("--output-dir", required=True)
     begin.add_argument("--timeout", type=float, required=True)
     begin.add_argument("--config-json")
+    begin.add_argument("--input", action="store_true")
+    begin.add_argument("--result", action="store_true")
     begin.add_argument("argv", nargs=argparse.REMAINDER)
     watch = sub.add_parser("wait")
     watch.add_argument("--output-dir", required=True)
