@@ -171,7 +171,7 @@ def test_start_hands_its_input_to_the_case_and_wait_reports_the_result(tmp_path)
     # The module's exit status is 0; the container's (its result's status) is the node's.
     assert node_outcome(poll)["rc"] == 2 and node_failed(poll)
     assert "TOKEN" not in (out / "launcher.log").read_text()
-    assert (out / "job_result.json").exists()
+    assert (out / "job_result.json").stat().st_mode & 0o077 == 0
     stopped = json.loads(node_job("stop", "--output-dir", str(out))["stdout"])
     assert stopped["msg"] == "not running" and not (out / "job_result.json").exists()
     # Without --input the case reads nothing, even when start was given some.

@@ -96,8 +96,10 @@ def supervise(out: Path, argv: list[str], timeout: float, stdin: int, result: bo
     ended."""
     started = now_ms()
     try:
+        # The result may hold the module's arguments: the ssh user's alone.
         with open(out / LOG, "ab") as log, \
-                open(out / RESULT if result else os.devnull, "wb") as document:
+                open(os.open(out / RESULT if result else os.devnull,
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as document:
             child = subprocess.Popen(argv, cwd=out, stdin=stdin, stdout=document if result else log,
                                      stderr=log, start_new_session=True,
                                      env={**os.environ, OWNER_ENV: str(out.resolve())})
