@@ -188,11 +188,6 @@ def flagperf_job_status(poll):
     return dict(job_status(_plain(poll or {})))
 
 
-def flagperf_node_outcome(poll, deadline_passed=False):
-    """How a node ended, from its last poll result (see ``round_wait.node_outcome``)."""
-    return node_outcome(_plain(poll or {}), bool(deadline_passed))
-
-
 def flagperf_launch_argv(round_, noderank, python, root, output_dir, data_dir, master_port):
     """argv of one node of a round (see ``flagperf_ansible.launch.launch_argv``)."""
     return launch_argv(_plain(round_), int(noderank), str(python), str(root), str(output_dir),
@@ -234,7 +229,6 @@ class FilterModule:
             "flagperf_round_hosts": flagperf_round_hosts,
             "flagperf_round_over": flagperf_round_over,
             "flagperf_node_finished": flagperf_node_finished,
-            "flagperf_node_outcome": flagperf_node_outcome,
             "flagperf_job_status": flagperf_job_status,
             "flagperf_node_dir": flagperf_node_dir,
         }
