@@ -79,6 +79,21 @@ def run(tmp_path, project, venv_env, *extra):
     return json.loads(out.read_text()), marker, done.stdout
 
 
+def play(tmp_path, project, venv_env, playbook: str, scripts: dict[str, str]) -> dict:
+    """Run ``playbook`` (formatted with ``out`` and ``marker``) on localhost with ``scripts``
+    in its files/ folder; the results its last task wrote to ``out``."""
+    (tmp_path / "files").mkdir(exist_ok=True)
+    for name, text in scripts.items():
+        (tmp_path / "files" / name).write_text(text)
+    out = tmp_path / "out.json"
+    path = tmp_path / "play.yml"
+    path.write_text(playbook.format(out=out, marker=tmp_path / "expanded"))
+    done = subprocess.run(["ansible-playbook", str(path), "-i", "localhost,", "-c", "local"],
+                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
 def test_piped_script_runs_the_script_with_its_words(tmp_path, project, venv_env):
     results, marker, _stdout = run(tmp_path, project, venv_env)
     detached = json.loads(results["detached"]["stdout"])
@@ -156,15 +171,8 @@ STEPS_PLAYBOOK = textwrap.dedent("""\
 
 
 def test_steps_run_one_after_the_other_in_one_task(tmp_path, project, venv_env):
-    (tmp_path / "files").mkdir()
-    (tmp_path / "files" / "echo_args.py").write_text(SCRIPT)
-    marker, out = tmp_path / "expanded", tmp_path / "out.json"
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(STEPS_PLAYBOOK.format(marker=marker, out=out))
-    done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,", "-c", "local"],
-                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results = play(tmp_path, project, venv_env, STEPS_PLAYBOOK, {"echo_args.py": SCRIPT})
+    marker = tmp_path / "expanded"
     both = results["both"]
     assert both["rc"] == 0 and not both.get("failed")
     # Each step's own words; its environment over the task's for that step only.
@@ -240,15 +248,7 @@ ONE_INTERPRETER_PLAYBOOK = textwrap.dedent("""\
 
 
 def test_steps_share_one_interpreter_as_if_each_ran_alone(tmp_path, project, venv_env):
-    (tmp_path / "files").mkdir()
-    (tmp_path / "files" / "probe.py").write_text(PROBE)
-    out = tmp_path / "out.json"
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(ONE_INTERPRETER_PLAYBOOK.format(out=out))
-    done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,", "-c", "local"],
-                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results = play(tmp_path, project, venv_env, ONE_INTERPRETER_PLAYBOOK, {"probe.py": PROBE})
     lines = [json.loads(line) for line in results["probed"]["stdout_lines"]]
     # The forked child that returned ran no later step: each step printed once.
     assert [line["mode"] for line in lines] == ["fork", "stdin", "stdin"]
@@ -316,16 +316,8 @@ INPUT_PLAYBOOK = textwrap.dedent("""\
 
 
 def test_a_step_gets_a_modules_payload_as_its_input(tmp_path, project, venv_env):
-    (tmp_path / "files").mkdir()
-    (tmp_path / "files" / "run_input.py").write_text(RUN_INPUT)
-    (tmp_path / "files" / "probe.py").write_text(PROBE)
-    out = tmp_path / "out.json"
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(INPUT_PLAYBOOK.format(out=out))
-    done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,", "-c", "local"],
-                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results = play(tmp_path, project, venv_env, INPUT_PLAYBOOK,
+                   {"run_input.py": RUN_INPUT, "probe.py": PROBE})
     first, second, third = [json.loads(line) for line in results["ran"]["stdout_lines"]]
     # The module ran with the task's templated arguments; omit dropped one (ping's default).
     assert first["rc"] == 0 and first["result"]["ping"] == "it's templated"
