@@ -1,6 +1,7 @@
 """The round runs the monitor's and the launch role's scripts in combined steps (one exchange
 per host: the start, playbooks/tasks/<runtime>/round.yml; the stops, vars/round_node.yml's
-__node_stop_steps, which the round's collect task runs): their arguments must stay those of the
+__node_stop_steps, which the round's collect task runs), and the container role's
+docker_container task under the launch role's supervisor: their arguments must stay those of the
 roles' own tasks, or a change to a role would not reach the round. The round's task files import
 their own siblings by an explicit path."""
 
