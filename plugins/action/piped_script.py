@@ -70,22 +70,22 @@ STEP_KEYS = frozenset(("script", "argv", "environment", "input_module"))
 # unless keep_going. A process a step forks and that returns into the runner (instead of
 # os._exit) ends there, with that step's status.
 STEPS_RUNNER = """\
-import json, os, sys, tempfile, traceback, types
+import json, os, sys, traceback, types
 run = json.loads(sys.stdin.buffer.readline())
 sources = [sys.stdin.buffer.read(step["size"]) for step in run["steps"]]
 inputs = [sys.stdin.buffer.read(step["input_size"]) for step in run["steps"]]
+null = os.open(os.devnull, os.O_RDONLY)
 runner, main, environ = os.getpid(), sys.modules["__main__"], dict(os.environ)
 status = 0
 for number, (step, source, data) in enumerate(zip(run["steps"], sources, inputs), 1):
     if data:
+        import tempfile  # only then: every round's exchange on every host starts this runner
         with tempfile.TemporaryFile() as handle:
             handle.write(data)
             handle.seek(0)
             os.dup2(handle.fileno(), 0)
     else:
-        null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        os.close(null)
     module = types.ModuleType("__main__")
     sys.modules["__main__"], sys.argv = module, ["-"] + step["argv"]
     os.environ.clear()
@@ -150,8 +150,6 @@ class ActionModule(ActionBase):
                 sources.append(handle.read())
         inputs = [self._module_payload(step["input_module"], task_vars) if step["input_module"] else b""
                   for step in steps]
-        if any(inputs) and "steps" not in args:
-            raise AnsibleActionFail("input_module is a key of a step (steps)")
         if "steps" in args:
             # The runner reads a header line, then each script's bytes, then each step's input,
             # from standard input.

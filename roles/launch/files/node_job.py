@@ -49,6 +49,7 @@ Each prints one JSON line and exits 0; errors in the arguments exit 2 (argparse)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -98,9 +99,9 @@ def supervise(out: Path, argv: list[str], timeout: float, stdin: int, result: bo
     try:
         # The result may hold the module's arguments: the ssh user's alone.
         with open(out / LOG, "ab") as log, \
-                open(os.open(out / RESULT if result else os.devnull,
-                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as document:
-            child = subprocess.Popen(argv, cwd=out, stdin=stdin, stdout=document if result else log,
+                (open(os.open(out / RESULT, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+                 if result else contextlib.nullcontext(log)) as stdout:
+            child = subprocess.Popen(argv, cwd=out, stdin=stdin, stdout=stdout,
                                      stderr=log, start_new_session=True,
                                      env={**os.environ, OWNER_ENV: str(out.resolve())})
     except OSError as err:
