@@ -1,10 +1,12 @@
 """Faults on the loopback cluster (two sshd hosts, a real Docker engine), with the diagnostic
-case: a host unreachable at start and lost mid-run, a container failing on one host, a hang past
-the timeout, a monitor that dies, SIGINT and SIGTERM to the wrapper and to ansible-playbook,
---retries and --resume. After each: no container, case process or monitor left on any host."""
+case: a host unreachable at start and lost mid-run, a container failing on one host, the uid:gid
+the containers run as learned once (also when a run skips prepare), a hang past the timeout, a
+monitor that dies, SIGINT and SIGTERM to the wrapper and to ansible-playbook, --retries and
+--resume. After each: no container, case process or monitor left on any host."""
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -211,6 +213,58 @@ def test_container_failing_on_one_host_stops_the_others(cluster, tmp_path):
     # What the failed node wrote is kept: its rank log and the container's own log.
     node2 = scene.run_dir() / "sleep-pytorch-cpux2x1/round1/node2_noderank1"
     assert '"event": "FINISHED"' in (node2 / "rank1.out.log").read_text()
+    nothing_left(scene.run_dir().name)
+
+
+def cached_container_users(scene: Scene, host: str) -> dict:
+    """What the fact cache keeps for ``host``: the uid:gid its containers run as, by connection."""
+    done = subprocess.run(["ansible", host, "-i", str(scene.cluster.inventory),
+                           "-m", "ansible.builtin.debug", "-o",
+                           "-a", "var=ansible_facts.__flagperf_container_users"],
+                          cwd=scene.project, env=scene.env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (found,) = json.loads(done.stdout.split("=>", 1)[1]).values()
+    return found
+
+
+def test_a_docker_round_runs_its_container_as_the_ssh_user_learned_once(cluster, tmp_path):
+    """Prepare learns the uid:gid the containers run as and keeps it in the fact cache, keyed by
+    the connection (another inventory's host of the same name is not taken for it); a run of
+    the rounds alone, the cache gone, learns it again."""
+    scene = Scene(cluster, tmp_path, {"duration": 6.0}, runtime="docker")
+    scene.env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(tmp_path / "facts")
+    other = {"ssh:root@192.0.2.1:22": "0:0"}     # another inventory's node1
+    seeded = subprocess.run(["ansible", "node1", "-i", str(cluster.inventory),
+                             "-m", "ansible.builtin.set_fact",
+                             "-a", json.dumps({"__flagperf_container_users": other,
+                                               "cacheable": True})],
+                            cwd=scene.project, env=scene.env, capture_output=True, text=True,
+                            timeout=60)
+    assert seeded.returncode == 0, seeded.stdout + seeded.stderr
+    user = pwd.getpwnam(loopback_cluster.USER)
+    ssh_user = f"{user.pw_uid}:{user.pw_gid}"
+    done = scene.playbook("--skip-tags", "rounds")
+    assert done.returncode == 0, done.stdout[-3000:]
+    for host, address in cluster.hosts.items():
+        key = f"ssh:{loopback_cluster.USER}@{address}:{loopback_cluster.PORT}"
+        expected = {key: ssh_user} | (other if host == "node1" else {})
+        assert cached_container_users(scene, host) == expected
+
+    shutil.rmtree(tmp_path / "facts")
+    scene.results = tmp_path / "rounds-alone"
+    scene.extra["flagperf_results_dir"] = str(scene.results)
+    process = scene.playbook("--tags", "rounds", background=True)
+    scene.wait_for_round_start(process)
+    run_id = scene.run_dir().name
+    users = [subprocess.run(["docker", "inspect", "--format", "{{.Config.User}}", name],
+                            capture_output=True, text=True, check=True).stdout.strip()
+             for name in containers(run_id)]
+    output = process.communicate(timeout=300)[0]
+    assert process.returncode == 0, output[-3000:]
+    assert users == [ssh_user, ssh_user]
+    assert scene.round()["status"] == "passed", scene.round()["reason"]
+    assert list(cached_container_users(scene, "node1").values()) == [ssh_user]
     nothing_left(scene.run_dir().name)
 
 

@@ -183,16 +183,6 @@ def test_start_hands_its_input_to_the_case_and_wait_reports_the_result(tmp_path)
     assert json.loads(wait(out, 30)["stdout"])["stdout"].strip().endswith("a warning\n''")
 
 
-def test_prepare_makes_the_folder_and_config_without_starting_anything(tmp_path):
-    out = tmp_path / "a" / "node"
-    config = {"lr": 0.1, "name": "x: y"}
-    done = node_job("prepare", "--output-dir", str(out), "--config-json", json.dumps(config))
-    assert done["rc"] == 0 and yaml.safe_load((out / "config.yaml").read_text()) == config
-    assert sorted(p.name for p in out.iterdir()) == ["config.yaml"]
-    # The user a container of the node runs as: the one the host ran this as.
-    assert json.loads(done["stdout"])["user"] == f"{os.getuid()}:{os.getgid()}"
-
-
 def test_a_helper_that_printed_nothing_is_a_failed_node():
     poll = {"rc": 2, "stdout": "", "stderr": "node_job.py: error: unrecognized arguments"}
     assert node_finished(poll) and node_failed(poll)

@@ -68,6 +68,7 @@ def options(argv: list) -> list[str]:
 
 
 START = "Start the system monitor and the node's case, and wait a slice"
+DOCKER_START = "Start the system monitor and the node's container, and wait a slice"
 
 
 def node_stop_steps() -> list[dict]:
@@ -109,8 +110,7 @@ def test_the_round_starts_and_stops_the_monitor_as_the_monitor_role_does():
             if match and "{{" not in str(value):
                 assert value == defaults[match.group(1)], (entry, word, value)
     for path, name in (("playbooks/tasks/none/round.yml", START),
-                       ("playbooks/tasks/docker/round.yml",
-                        "Make the node's folder and config.yaml, and start the system monitor")):
+                       ("playbooks/tasks/docker/round.yml", DOCKER_START)):
         assert step(path, name, "sys_monitor.py")["argv"] == "{{ __monitor_start_argv }}", path
     monitor = node_stop_steps()[-1]
     assert monitor["script"].endswith("/files/sys_monitor.py")
@@ -129,21 +129,21 @@ def test_the_round_stops_the_case_as_the_launch_role_does():
     assert end["vars"]["collect_stop_steps"] == "{{ __node_stop_steps }}"
 
 
-DOCKER_START = "Start the node's container, and wait a slice"
-
-
 def test_the_docker_round_starts_the_container_as_the_container_role_does():
     """The container role's docker_container task, run by node_job.py's supervisor: the same
     module, arguments and variables (the round sets the role's variables on its task)."""
     role = tasks("roles/container/tasks/run.yml")[0]
     role_vars = yaml.safe_load((ROOT / "roles/container/vars/main.yml").read_text())
     task = named("playbooks/tasks/docker/round.yml", DOCKER_START)
-    first, last = piped(task)["steps"]
+    monitor, first, last = piped(task)["steps"]
+    assert monitor["script"].endswith("/files/sys_monitor.py")
     assert first["script"].endswith("/files/node_job.py")
     assert first["input_module"] == {"name": "community.docker.docker_container",
                                      "args": role["community.docker.docker_container"]}
     argv = first["argv"]
     assert argv[0] == "start" and {"--input", "--result"} <= set(argv)
+    # The launch role's start writes config.yaml as for runtime none.
+    assert argv[argv.index("--config-json") + 1] == "{{ flagperf_round.config | to_json }}"
     assert argv[argv.index("--") + 1:] == ["{{ flagperf_python }}", "-"]
     # Every variable of the role's task is set on the round's task, its volumes as the role's.
     used = set(re.findall(r"\b(container_\w+|__container_\w+)\b", str(role["community.docker.docker_container"])))

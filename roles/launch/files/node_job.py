@@ -6,7 +6,6 @@ host side (standard library only, piped to the host's Python with each task by
     node_job.py start --output-dir DIR --timeout S [--config-json JSON] [--input] [--result] -- ARGV...
     node_job.py wait --output-dir DIR --seconds S
     node_job.py stop --output-dir DIR [--grace S]
-    node_job.py prepare --output-dir DIR [--config-json JSON]
 
 ``start`` creates DIR, writes ``config.yaml`` there (the case's effective configuration, as
 JSON, which is YAML too), starts a detached supervisor and returns once ARGV runs. The
@@ -38,10 +37,6 @@ seconds (default 5) for the supervisor to record the end (``rc`` -9), and remove
 interrupted, and ends every node this way. The case runs with
 ``FLAGPERF_NODE_DIR`` set to DIR: with its supervisor gone, ``stop`` kills the recorded group
 only while one of its processes carries that mark (the group id may be another's by then).
-
-``prepare`` is ``start``'s first half (the folder and ``config.yaml``), for a case that another
-runtime starts (a container); it reports the user it ran as (``"user": "UID:GID"``), which a
-container runs as so that the files it writes there belong to the ssh user.
 
 Each prints one JSON line and exits 0; errors in the arguments exit 2 (argparse).
 """
@@ -124,21 +119,20 @@ def supervise(out: Path, argv: list[str], timeout: float, stdin: int, result: bo
                               "ended_ms": now_ms()})
 
 
-def prepare(args: argparse.Namespace) -> dict:
-    out = Path(args.output_dir)
+def make_node_dir(out: Path, config_json: str | None) -> None:
+    """The node's folder and its ``config.yaml``."""
     out.mkdir(parents=True, exist_ok=True)
-    if args.config_json is not None:
-        config = json.loads(args.config_json)
+    if config_json is not None:
+        config = json.loads(config_json)
         (out / "config.yaml").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
                                          encoding="utf-8")
-    return {"changed": True, "msg": "prepared", "user": f"{os.getuid()}:{os.getgid()}"}
 
 
 def start(args: argparse.Namespace) -> dict:
     out = Path(args.output_dir)
     if (out / PID).exists() and not (out / STATUS).exists() and alive(out):
         return {"changed": False, "msg": "already running"}
-    prepare(args)
+    make_node_dir(out, args.config_json)
     for name in (STATUS, PID, RESULT):
         (out / name).unlink(missing_ok=True)
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -280,11 +274,8 @@ def main() -> int:
     end = sub.add_parser("stop")
     end.add_argument("--output-dir", required=True)
     end.add_argument("--grace", type=float, default=5)
-    ready = sub.add_parser("prepare")
-    ready.add_argument("--output-dir", required=True)
-    ready.add_argument("--config-json")
     args = parser.parse_args()
-    result = {"start": start, "wait": wait, "stop": stop, "prepare": prepare}[args.action](args)
+    result = {"start": start, "wait": wait, "stop": stop}[args.action](args)
     print(json.dumps(result))
     return 0
 
