@@ -218,14 +218,13 @@ def test_container_failing_on_one_host_stops_the_others(cluster, tmp_path):
 
 def cached_container_users(scene: Scene, host: str) -> dict:
     """What the fact cache keeps for ``host``: the uid:gid its containers run as, by connection."""
+    name = "ansible_facts.__flagperf_container_users"
     done = subprocess.run(["ansible", host, "-i", str(scene.cluster.inventory),
-                           "-m", "ansible.builtin.debug", "-o",
-                           "-a", "var=ansible_facts.__flagperf_container_users"],
+                           "-m", "ansible.builtin.debug", "-o", "-a", f"var={name}"],
                           cwd=scene.project, env=scene.env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
-    (found,) = json.loads(done.stdout.split("=>", 1)[1]).values()
-    return found
+    return json.loads(done.stdout.split("=>", 1)[1])[name]
 
 
 def test_a_docker_round_runs_its_container_as_the_ssh_user_learned_once(cluster, tmp_path):
