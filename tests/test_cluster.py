@@ -1,7 +1,7 @@
 """Two hosts for real: sshd on 127.0.0.2-3, a Docker engine, the cpu vendor's image, a
 non-root ssh user; resnet50 across both hosts (1 process each, gloo) through site.yml; the
-image's rebuild and ansible.cfg's remote_tmp on these hosts. (The wrapper on this cluster:
-tests/test_faults.py.)"""
+image's rebuild, the container role on its own (as its README shows) and ansible.cfg's remote_tmp
+on these hosts. (The wrapper on this cluster: tests/test_faults.py.)"""
 
 import json
 import pwd
@@ -12,8 +12,10 @@ from pathlib import Path
 import loopback_cluster
 import psutil
 import pytest
+import yaml
 
 from flagperf_ansible.launch import image_tag
+from flagperf_ansible.plan import build_plan
 
 pytestmark = pytest.mark.slow
 
@@ -100,6 +102,137 @@ def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path
     changed = image_tag(tmp_path, "cpu", "pytorch", inputs)
     assert changed != tag
     assert image_tag(tmp_path, "cpu", "pytorch", {**inputs, "base_image": "debian:12"}) != changed
+
+
+# Extra vars name the two nodes (`ending`, `hanging`): the roles' own variables are set by each
+# play, as extra vars would override them in both.
+CONTAINER_ROLE_PLAYS = """
+- name: A node of a round with the container role alone, as its README shows
+  hosts: node1
+  gather_facts: false
+  vars: &node
+    container_round: "{{ node.round }}"
+    container_name: "{{ node.name }}"
+    container_image: "{{ node.image }}"
+    container_root: "{{ node.root }}"
+    container_output_dir: "{{ node.output_dir }}"
+    container_env: "{{ node.env }}"
+    container_options: "{{ node.options }}"
+    container_wait_slice: 2
+    node: "{{ ending }}"
+  tasks:
+    - name: Learn the ssh user's uid and gid
+      ansible.builtin.setup:
+        gather_subset: ["!all", "!min", user]
+
+    - name: Run the node in its container
+      ansible.builtin.include_role:
+        name: container
+      vars:
+        container_user: "{{ ansible_facts.user_uid }}:{{ ansible_facts.user_gid }}"
+
+    - name: Keep how the container ended
+      ansible.builtin.copy:
+        content: "{{ container_result | to_json }}"
+        dest: "{{ container_output_dir }}/container_result.json"
+        mode: "0644"
+
+- name: A node that does not end, stopped after a wait step as a multi-host caller stops it
+  hosts: node1
+  gather_facts: false
+  vars:
+    <<: *node
+    node: "{{ hanging }}"
+    container_wait_steps: 0
+  tasks:
+    - name: Start the node
+      ansible.builtin.include_role:
+        name: container
+        tasks_from: start
+
+    - name: Take one wait step
+      ansible.builtin.include_role:
+        name: container
+        tasks_from: wait
+
+    - name: Keep what the wait step saw
+      ansible.builtin.set_fact:
+        container_result: "{{ container_poll | flagperf.benchmark.flagperf_job_status }}"
+
+    - name: Write it down
+      ansible.builtin.copy:
+        content: "{{ container_result | to_json }}"
+        dest: "{{ container_output_dir }}/poll.json"
+        mode: "0644"
+
+    - name: Stop it
+      ansible.builtin.include_role:
+        name: container
+        tasks_from: finish
+"""
+
+
+def test_the_container_role_alone_runs_or_stops_a_node_and_leaves_nothing(cluster, project,
+                                                                           tmp_path, venv_env):
+    """The container role's own flow (as an ops team's play would use it): an async
+    docker_container job and waits on the host, then the log kept and the container removed;
+    and a node stopped before it ended (tasks_from start, wait, finish). Neither leaves a
+    container or the job's record in ~/.ansible_async."""
+    for playbook in ("playbooks/preflight.yml", "playbooks/prepare.yml"):   # the image, the code
+        done = subprocess.run(["ansible-playbook", playbook, "-i", str(cluster.inventory)],
+                              cwd=project, capture_output=True, text=True, env=venv_env,
+                              timeout=1800)
+        assert done.returncode == 0, done.stdout[-4000:]
+    settings = yaml.safe_load((project / "roles/flagperf/defaults/main.yml").read_text())
+    settings |= yaml.safe_load((cluster.inventory / "group_vars/all.yml").read_text())
+    settings["flagperf_cases"] = ["sleep:pytorch:cpu:1:1:1"]
+    plan = build_plan(settings, {}, ["node1"], {"node1": cluster.hosts["node1"]}, project)
+    (round_,) = plan["rounds"]
+    image = plan["images"]["pytorch"]
+    name = f"flagperf-role-alone-{tmp_path.name}"
+    folder = Path(settings["flagperf_workdir"]) / name
+    output, hanging_output = folder / "node1_noderank0", folder / "hanging_noderank0"
+    (tmp_path / "plays.yml").write_text(CONTAINER_ROLE_PLAYS)
+    ending = {"round": round_, "name": name, "image": f"{image['name']}:{image['tag']}",
+              "root": settings["flagperf_root"], "output_dir": str(output),
+              "env": settings["flagperf_env"], "options": plan["container"]}
+    hanging = ending | {"round": round_ | {"config": round_["config"] | {"hang": True}},
+                        "name": f"{name}-hanging", "output_dir": str(hanging_output)}
+    (tmp_path / "vars.json").write_text(json.dumps({"ending": ending, "hanging": hanging}))
+    user = pwd.getpwnam(loopback_cluster.USER)
+    try:
+        done = subprocess.run(["ansible-playbook", str(tmp_path / "plays.yml"), "-i",
+                               str(cluster.inventory), "-e", f"@{tmp_path / 'vars.json'}"],
+                              cwd=project, capture_output=True, text=True, env=venv_env,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout[-4000:]
+        result = json.loads((output / "container_result.json").read_text())
+        assert result["status"] == 0, result
+        assert '"event": "FINISHED"' in (output / "rank0.out.log").read_text()
+        assert yaml.safe_load((output / "config.yaml").read_text()) == round_["config"]
+        # The container's own output, if it printed any (the job kept it before removing the
+        # container; the case writes its rank logs).
+        assert (output / "container.log").exists() == bool(result["container"]["Output"])
+        assert {(p.stat().st_uid, p.stat().st_gid) for p in output.iterdir()} == {
+            (user.pw_uid, user.pw_gid)}
+        # The hanging node still ran when it was stopped.
+        poll = json.loads((hanging_output / "poll.json").read_text())
+        assert poll == {"started": True, "finished": False, "results_file": poll["results_file"]}
+        assert "skipping: [node1]" not in done.stdout.split(
+            "TASK [container : Remove the container]")[-1].split("TASK")[0]
+        left = subprocess.run(["docker", "ps", "-a", "--filter", f"name={name}", "--format",
+                               "{{.Names}}"], capture_output=True, text=True, check=True).stdout
+        assert left == ""
+        kept = [f.name for f in (Path(user.pw_dir) / ".ansible_async").glob("*")
+                if name in f.read_text(errors="replace")]
+        assert kept == []
+    finally:
+        for container in (name, f"{name}-hanging"):
+            subprocess.run(["docker", "rm", "-f", container], capture_output=True)
+        subprocess.run(["rm", "-rf", str(folder)])
+        for record in (Path(user.pw_dir) / ".ansible_async").glob("*"):
+            if name in record.read_text(errors="replace"):
+                record.unlink()
 
 
 def test_a_task_that_copies_to_the_host_costs_no_exchange_to_learn_its_home(cluster, venv_env,
