@@ -228,15 +228,19 @@ def cached_container_users(scene: Scene, host: str) -> dict:
 
 
 def test_a_docker_round_runs_its_container_as_the_ssh_user_learned_once(cluster, tmp_path):
-    """Prepare learns the uid:gid the containers run as and keeps it in the fact cache, keyed by
-    the connection (another inventory's host of the same name is not taken for it); a run of
-    the rounds alone, the cache gone, learns it again."""
+    """Prepare learns the uid:gid the containers run as in every run and keeps it in the fact
+    cache, keyed by the connection (another inventory's host of the same name is not taken for
+    it; a stale value of this one is replaced); a run of the rounds alone, the cache gone,
+    learns it again."""
     scene = Scene(cluster, tmp_path, {"duration": 6.0}, runtime="docker")
     scene.env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(tmp_path / "facts")
     other = {"ssh:root@192.0.2.1:22": "0:0"}     # another inventory's node1
+    # And a stale value of this connection (its user made again with another uid).
+    stale = {f"ssh:{loopback_cluster.USER}@{cluster.hosts['node1']}:{loopback_cluster.PORT}":
+             "4242:4242"}
     seeded = subprocess.run(["ansible", "node1", "-i", str(cluster.inventory),
                              "-m", "ansible.builtin.set_fact",
-                             "-a", json.dumps({"__flagperf_container_users": other,
+                             "-a", json.dumps({"__flagperf_container_users": other | stale,
                                                "cacheable": True})],
                             cwd=scene.project, env=scene.env, capture_output=True, text=True,
                             timeout=60)
