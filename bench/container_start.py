@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure what starting one container costs the machine: the ``community.docker.docker_container``
 module run that a docker round hands to a host (``node_job.py start --input``), against the
-``docker`` CLI, same image, same options.
+Docker SDK for Python and the ``docker`` CLI, same image, same options.
 
     python bench/container_start.py [--repeat 10] [--image flagperf-base:bookworm]
                                     [--python /usr/bin/python3]
@@ -9,20 +9,24 @@ module run that a docker round hands to a host (``node_job.py start --input``), 
 Needs a running Docker engine and the image (``tests/loopback_cluster.py`` makes
 ``flagperf-base:bookworm``). The module's payload is the one Ansible builds (``ansible
 localhost -m community.docker.docker_container`` with ``ANSIBLE_KEEP_REMOTE_FILES``: the
-AnsiballZ wrapper with its arguments inside), run by ``--python`` as a host runs it. Both start
-a container that runs ``true`` with host networking, wait for its exit and remove it
-(``detach: false, cleanup: true``; ``docker run --rm``). The two alternate, ``--repeat`` times
-each, after one of each unmeasured. Figures per start (medians):
+AnsiballZ wrapper with its arguments inside), run by ``--python`` as a host runs it. The SDK
+(``docker``, Debian's ``python3-docker``; left out where ``--python`` cannot import it), the
+other kept library for the engine's API, is run by the same Python: create, start, wait, read
+the log and remove, as the module does. Each starts a container that runs ``true`` with host
+networking, waits for its exit and removes it (``detach: false, cleanup: true``; ``docker run
+--rm``). They alternate, ``--repeat`` times each, after one of each unmeasured. Figures per
+start (medians):
 
 * ``wall``: the starter's wall time, start to exit;
-* ``starter CPU``: CPU seconds of the starting process (the module's Python, or the CLI);
+* ``starter CPU``: CPU seconds of the starting process (the module's or the SDK's Python, or
+  the CLI);
 * ``engine CPU``: CPU seconds of ``dockerd`` and ``containerd`` over the start;
 * ``machine CPU``: busy CPU seconds of the whole machine over the start (all cores: the
   starter, the engine, the container runtime and its shim, the kernel's work).
 
-It prints figures and the module's ratio to the CLI only: nothing is asserted. The project
-starts containers with ``community.docker`` (a kept library over shelling out); this shows what
-that choice costs each host per round.
+It prints figures and the ratios to the CLI only: nothing is asserted. The project starts
+containers with ``community.docker`` (a kept library over shelling out); this shows what that
+choice costs each host per round, and what the other library would.
 """
 
 from __future__ import annotations
@@ -40,6 +44,23 @@ import time
 from pathlib import Path
 
 NAME = "flagperf-bench-container-start"
+
+# The Docker SDK's start, as the module's: create, start, wait for the exit, read the log,
+# remove. Arguments: the image and the container's name.
+SDK_START = """\
+import sys
+import docker
+
+container = docker.from_env().containers.create(sys.argv[1], ["true"], name=sys.argv[2],
+                                                network_mode="host")
+try:
+    container.start()
+    status = container.wait()["StatusCode"]
+    container.logs()
+finally:
+    container.remove(force=True)
+sys.exit(status)
+"""
 
 
 def module_payload(work: Path, image: str, python: str) -> Path:
@@ -110,8 +131,12 @@ def main() -> int:
     try:
         payload = module_payload(work, args.image, args.python)
         starters = {"module": [args.python, str(payload)],
+                    "sdk": [args.python, "-c", SDK_START, args.image, NAME],
                     "cli": ["docker", "run", "--rm", "--name", NAME, "--network", "host",
                             args.image, "true"]}
+        if subprocess.run([args.python, "-c", "import docker"], capture_output=True).returncode:
+            print(f"{args.python} cannot import docker (python3-docker): no sdk row")
+            del starters["sdk"]
         rows: dict[str, list[dict[str, float]]] = {name: [] for name in starters}
         for number in range(args.repeat + 1):
             for name, argv in starters.items():
@@ -131,10 +156,12 @@ def main() -> int:
     for name, figures in medians.items():
         print(f"{name:<8} {figures['wall']:>7.2f} {figures['starter']:>14.2f} "
               f"{figures['engine']:>13.2f} {figures['machine']:>14.2f}")
-    module, cli = medians["module"], medians["cli"]
-    print(f"module / cli: wall {module['wall'] / cli['wall']:.1f}x, machine CPU "
-          f"{module['machine'] / cli['machine']:.1f}x; the module adds "
-          f"{module['machine'] - cli['machine']:.2f} CPU s per container start")
+    cli = medians["cli"]
+    for name, figures in medians.items():
+        if name != "cli":
+            print(f"{name} / cli: wall {figures['wall'] / cli['wall']:.1f}x, machine CPU "
+                  f"{figures['machine'] / cli['machine']:.1f}x; the {name} adds "
+                  f"{figures['machine'] - cli['machine']:.2f} CPU s per container start")
     return 0
 
 
