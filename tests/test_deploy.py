@@ -1,5 +1,6 @@
 """The deploy role, run by ansible-playbook on localhost: a copy that failed as one does when
-hosts on a shared filesystem make the same folder at once is tried again."""
+hosts on a shared filesystem make the same folder at once is tried again; another failure is
+not."""
 
 import stat
 import subprocess
@@ -22,7 +23,7 @@ PLAYBOOK = textwrap.dedent("""\
 
 # The host's Python, except that the first copy module run it is given fails as the copy module
 # does when another host made the folder between its check and its makedirs. (The race itself
-# hangs on timing; this is what the losing host reports.)
+# depends on timing; this is what the losing host reports.)
 LOSES_ONE_RACE = textwrap.dedent("""\
     #!{python}
     import json, os, subprocess, sys
@@ -37,8 +38,9 @@ LOSES_ONE_RACE = textwrap.dedent("""\
 """)
 
 
-def test_a_copy_that_lost_a_race_for_a_folder_is_tried_again(tmp_path, project, venv_env):
-    # A small checkout: a copy costs a module run per file.
+def deploy_losing_once(tmp_path, project, venv_env, message):
+    """Deploy a small checkout (a copy costs a module run per file) on localhost, the first
+    copy module run failing with ``message``; (the play's result, source, root, marker)."""
     source = tmp_path / "checkout"
     for name in ("benchmarks/driver/perflog.py", "benchmarks/sleep/pytorch/run.py",
                  "vendors/cpu/vendor.yml"):
@@ -46,7 +48,6 @@ def test_a_copy_that_lost_a_race_for_a_folder_is_tried_again(tmp_path, project, 
         (source / name).write_text(f"# {name}\n")
     root = tmp_path / "flagperf"
     marker = tmp_path / "lost-once"
-    message = f"[Errno 17] File exists: b'{root}/benchmarks/driver'"
     interpreter = tmp_path / "python"
     interpreter.write_text(LOSES_ONE_RACE.format(python=sys.executable, marker=str(marker),
                                                  message=message))
@@ -55,10 +56,26 @@ def test_a_copy_that_lost_a_race_for_a_folder_is_tried_again(tmp_path, project, 
     playbook.write_text(PLAYBOOK.format(interpreter=interpreter, source=source, root=root))
     done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,", "-c", "local"],
                           cwd=project, env=venv_env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert marker.exists()
-    retried = [line for line in done.stdout.splitlines() if "FAILED - RETRYING" in line]
-    assert len(retried) == 1 and "Copy what changed" in retried[0], done.stdout[-3000:]
+    return done, source, root
+
+
+def retried(done):
+    return [line for line in done.stdout.splitlines() if "FAILED - RETRYING" in line]
+
+
+def test_a_copy_that_lost_a_race_for_a_folder_is_tried_again(tmp_path, project, venv_env):
+    message = f"[Errno 17] File exists: b'{tmp_path}/flagperf/benchmarks/driver'"
+    done, source, root = deploy_losing_once(tmp_path, project, venv_env, message)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert len(retried(done)) == 1 and "Copy what changed" in retried(done)[0], done.stdout[-3000:]
     shipped = sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
     assert sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file()) == shipped
     assert all((root / name).read_text() == (source / name).read_text() for name in shipped)
+
+
+def test_another_copy_failure_fails_the_host_at_once(tmp_path, project, venv_env):
+    message = f"[Errno 13] Permission denied: b'{tmp_path}/flagperf/benchmarks/driver'"
+    done, _, _ = deploy_losing_once(tmp_path, project, venv_env, message)
+    assert done.returncode != 0 and retried(done) == [], done.stdout[-3000:]
+    assert "Permission denied" in done.stdout
