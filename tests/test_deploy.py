@@ -23,7 +23,8 @@ PLAYBOOK = textwrap.dedent("""\
 
 # The host's Python, except that the first copy module run it is given fails as the copy module
 # does when another host made the folder between its check and its makedirs. (The race itself
-# depends on timing; this is what the losing host reports.)
+# depends on timing; this is what the losing host reports.) The copy module's payload names it
+# as module_fqn='ansible.modules.copy', quote included, unlike the stat and file payloads.
 LOSES_ONE_RACE = textwrap.dedent("""\
     #!{python}
     import json, os, subprocess, sys
@@ -40,7 +41,7 @@ LOSES_ONE_RACE = textwrap.dedent("""\
 
 def deploy_losing_once(tmp_path, project, venv_env, message):
     """Deploy a small checkout (a copy costs a module run per file) on localhost, the first
-    copy module run failing with ``message``; (the play's result, source, root, marker)."""
+    copy module run failing with ``message``; (the play's result, source, root)."""
     source = tmp_path / "checkout"
     for name in ("benchmarks/driver/perflog.py", "benchmarks/sleep/pytorch/run.py",
                  "vendors/cpu/vendor.yml"):
