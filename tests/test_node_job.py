@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from flagperf_ansible.round_wait import node_failed, node_finished, node_outcome, round_over
+from flagperf_ansible.round_wait import node_failed, node_finished, node_outcome
 
 NODE_JOB = Path(__file__).resolve().parents[1] / "roles" / "launch" / "files" / "node_job.py"
 
@@ -54,7 +54,7 @@ def test_start_writes_the_config_and_wait_reports_the_exit_code(tmp_path):
     assert json.loads((out / "launch.json").read_text())["rc"] == 3
 
 
-def test_wait_reports_a_running_case_after_its_slice_and_the_round_goes_on(tmp_path):
+def test_wait_reports_a_running_case_after_its_slice(tmp_path):
     out = tmp_path / "node"
     start(out, "sleep", "30")
     began = time.monotonic()
@@ -63,8 +63,6 @@ def test_wait_reports_a_running_case_after_its_slice_and_the_round_goes_on(tmp_p
     assert not node_finished(poll)
     done = wait(tmp_path / "node-b", 0)             # never started: the helper says so
     assert node_finished(done) and node_failed(done)
-    assert round_over(["a"], {"a": poll}, ["a"], 2e12) is False
-    assert round_over(["a", "b"], {"a": poll, "b": done}, ["a", "b"], 2e12) is True
     assert node_outcome(poll)["stopped"]            # a round that ends now stops it
     # The supervisor is named (ps -C, pgrep): forked from piped_script's runner with a
     # round's other start steps, it has the runner's command line.
@@ -110,8 +108,8 @@ def test_stop_kills_the_case_group_and_the_supervisor_records_it(tmp_path):
     stopped = node_job("stop", "--output-dir", str(out))
     assert stopped["rc"] == 0 and json.loads(stopped["stdout"]) == {"changed": True, "msg": "stopped"}
     assert not [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    # The supervisor saw its child killed and recorded it before stop returned.
-    assert json.loads((out / "launch.json").read_text())["rc"] == -signal.SIGKILL
+    # The supervisor saw its child end (SIGTERM first) and recorded it before stop returned.
+    assert json.loads((out / "launch.json").read_text())["rc"] == -signal.SIGTERM
     again = node_job("stop", "--output-dir", str(out))
     assert json.loads(again["stdout"])["msg"] == "not running"
 

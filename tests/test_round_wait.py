@@ -1,11 +1,11 @@
-"""When a round's wait is over and how each node ended, from async_status results as Ansible
-returns them (command: rc; docker_container: status; async_wrapper at its time limit) and from
-node_job.py's wait (a docker_container module run's result)."""
+"""How each node of a round ended, from node_job.py's wait (a case, or a docker_container module
+run's result) and from async_status-shaped results; what a round's nodes tell each other on the
+controller (RoundBoard); a round's status and who is to blame."""
 
 import pytest
 
 from flagperf_ansible.results import round_status
-from flagperf_ansible.round_wait import node_outcome, round_over
+from flagperf_ansible.round_wait import RoundBoard, job_status, node_outcome
 
 RUNNING = {"started": 1, "finished": 0, "ansible_job_id": "j1"}
 DONE = {"finished": 1, "rc": 0, "stdout": "ok"}
@@ -18,23 +18,29 @@ SUPERVISED_CONTAINER_CRASHED = {"finished": 1, "rc": 0, "timed_out": False, "msg
                                 "result": {"failed": True, "status": 2, "container": {"Output": "x"}}}
 SUPERVISED_MODULE_FAILED = {"finished": 1, "rc": 1, "timed_out": False, "msg": "",
                             "result": {"failed": True, "msg": "Error creating container"}}
-HOSTS = ["a", "b"]
 
 
-@pytest.mark.parametrize("polls, active, deadline, over", [
-    ({"a": DONE, "b": DONE}, HOSTS, 2e12, True),                 # all ended
-    ({"a": DONE, "b": RUNNING}, HOSTS, 2e12, False),             # one still runs
-    ({"a": CRASHED, "b": RUNNING}, HOSTS, 2e12, True),           # a failure ends it for all
-    ({"a": CONTAINER_CRASHED, "b": RUNNING}, HOSTS, 2e12, True),
-    ({"a": KILLED_AT_LIMIT, "b": RUNNING}, HOSTS, 2e12, True),
-    ({"a": SUPERVISED_CONTAINER_CRASHED, "b": RUNNING}, HOSTS, 2e12, True),
-    ({"a": RUNNING, "b": RUNNING}, ["a"], 2e12, True),           # b left the play
-    ({"a": RUNNING, "b": RUNNING}, HOSTS, 1000, True),           # past the deadline
-    ({"a": {"skipped": True, "finished": 1}, "b": DONE}, HOSTS, 2e12, False),
-], ids=["all-done", "one-running", "one-crashed", "container-crashed", "killed-at-limit",
-        "supervised-container-crashed", "host-gone", "deadline", "skipped-is-not-done"])
-def test_round_over(polls, active, deadline, over):
-    assert round_over(HOSTS, polls, active, deadline, now_ms=1_800_000_000_000) is over
+def test_the_board_tells_a_node_of_a_peer_that_failed_or_was_lost(tmp_path):
+    board = RoundBoard(tmp_path, "sleep-pytorch-cpux2x1/round1@1700000000000")
+    assert board.stopping_peer("a") is None                    # nothing said yet
+    board.publish("a", "ended")
+    assert board.stopping_peer("b") is None                    # a peer that ended is no reason
+    board.publish("b", "failed")
+    assert board.stopping_peer("a") == "b"
+    assert board.stopping_peer("b") is None                    # its own failure is not a peer's
+    lost = RoundBoard(tmp_path, "other/round1@1")
+    lost.publish("c", "lost")
+    assert lost.stopping_peer("a") == "c"
+    # Another start of the same round (a retry) reads a board of its own.
+    assert RoundBoard(tmp_path, "sleep-pytorch-cpux2x1/round1@1700000009999").stopping_peer("a") is None
+    with pytest.raises(ValueError):
+        board.publish("a", "bored")
+
+
+def test_a_node_wait_result_is_read_as_its_node():
+    waited = {"changed": False, "node": CRASHED, "slices": 7, "stopped_by": None}
+    assert job_status(waited) == CRASHED
+    assert node_outcome(waited)["rc"] == 3
 
 
 def test_node_outcomes():
@@ -61,3 +67,16 @@ def test_round_status_names_the_failed_node_first_then_the_stopped_ones():
     timed_out = [{"host": "a", "rc": None, "timed_out": True}]
     assert round_status(timed_out, None)[0] == "timeout"
     assert round_status(hosts, None, interrupted=True)[0] == "interrupted"
+
+
+def test_an_orchestration_error_fails_the_round_with_its_words_never_as_interrupted():
+    hosts = [{"host": "a", "rc": None, "stopped": True, "error": ""},
+             {"host": "b", "rc": None, "stopped": True,
+              "error": "Start the system monitor and the node's case: python3: not found"}]
+    status, reason = round_status(hosts, None)
+    assert status == "failed"
+    assert reason == ("orchestration error on b: Start the system monitor and the node's case: "
+                      "python3: not found")
+    # An error that stopped the whole run mid-round comes before an interrupt's word.
+    assert round_status([], None, interrupted=False, error="maximum recursion depth exceeded") == (
+        "failed", "orchestration error: maximum recursion depth exceeded")

@@ -88,7 +88,7 @@ ALL_TASKS = [(path, task) for path in PLAY_FILES for task in tasks(load(path))]
 
 def test_the_scan_sees_the_tasks():
     names = {module_of(task)[0] for _path, task in ALL_TASKS}
-    assert {"command", "shell", "docker_container", "copy"} <= names, names
+    assert {"command", "shell", "copy"} <= names, names
     assert len(ALL_TASKS) > 30
 
 
@@ -140,12 +140,16 @@ def test_nothing_turns_host_key_checking_off():
 
 # -- containers ----------------------------------------------------------------------------------
 
+def _container_module_args() -> dict:
+    """The docker_container arguments of the container role's start step (its vars/main.yml)."""
+    step = load(ROOT / "roles/container/vars/main.yml")["_container_start_step"]
+    assert step["input_module"]["name"] == "community.docker.docker_container"
+    assert step["input_module"]["args"]["state"] == "started"
+    return step["input_module"]["args"]
+
+
 def _privileged_of_the_container_task() -> str:
-    for task in tasks(load(ROOT / "roles/container/tasks/run.yml")):
-        name, args = module_of(task)
-        if name == "docker_container" and args.get("state") == "started":
-            return args["privileged"]
-    raise AssertionError("roles/container runs no container")
+    return _container_module_args()["privileged"]
 
 
 def _render(expression: str, **variables: Any) -> Any:
@@ -190,53 +194,64 @@ def test_no_task_asks_for_privileged_containers_itself():
 
 # -- no shell strings from user values -----------------------------------------------------------
 
+STEP_NAME = re.compile(r"_(monitor|launch|container)_[a-z_]+_steps?")
+
+
+def step_definitions() -> dict[str, Any]:
+    """Every role's steps (flagperf.benchmark.piped_script steps in roles/*/vars/main.yml):
+    name -> one step, or a list of steps."""
+    found = {}
+    for path in ROOT.glob("roles/*/vars/main.yml"):
+        found.update({k: v for k, v in (load(path) or {}).items() if STEP_NAME.fullmatch(k)})
+    return found
+
+
 def test_scripts_get_an_argument_list():
     """Our scripts go to the host's interpreter by `flagperf.benchmark.piped_script`, which
     quotes each element of `argv` as one word: no command line is built from values, and no
-    task uses `ansible.builtin.script` (a command line string). A round's combined steps
-    (`steps`) are held to the same: constant script names, argument lists (the monitor's from
-    vars/round_node.yml, lists there too); a step's input module is a constant module name
-    with a mapping of arguments."""
+    task uses `ansible.builtin.script` (a command line string). The roles' step definitions
+    (their vars/main.yml), which the roles' tasks and a round's combined steps run, are held
+    to the same: constant script and role names, argument lists (or the package's argv builder
+    after our options); a step's input module is a constant module name with a mapping of
+    arguments. A task's `steps` names those definitions only."""
     scripts = [(rel(path), task) for path, task in ALL_TASKS
                if "flagperf.benchmark.piped_script" in task]
     assert {path for path, _task in scripts} >= {
         "roles/monitor/tasks/start.yml", "roles/monitor/tasks/stop.yml",
         "roles/sys_info/tasks/main.yml", "roles/launch/tasks/start.yml",
-        "roles/launch/tasks/wait.yml", "roles/launch/tasks/stop.yml",
-        "playbooks/tasks/none/round.yml", "playbooks/tasks/docker/round.yml"}
-    round_node = load(ROOT / "playbooks/vars/round_node.yml")
+        "roles/launch/tasks/stop.yml", "roles/container/tasks/start.yml",
+        "roles/container/tasks/end.yml", "playbooks/tasks/round.yml", "playbooks/tasks/node_end.yml"}
+    definitions = step_definitions()
+    assert {"_monitor_start_step", "_monitor_stop_step", "_launch_start_step", "_launch_stop_step",
+            "_container_start_step", "_container_end_steps"} <= set(definitions)
+    steps = []
     for path, task in scripts:
         args = task["flagperf.benchmark.piped_script"]
         where = f"{path}: {task.get('name')}"
-        assert set(args) <= {"script", "argv", "steps", "keep_going", "executable"}, where
-        steps = args.get("steps") or [{"script": args["script"], "argv": args.get("argv", [])}]
-        for step in steps:
-            assert set(step) <= {"script", "argv", "environment", "input_module"}, where
-            assert "{{" not in step["script"], where
-            if "input_module" in step:
-                # A constant module, its arguments a mapping (module arguments, not words).
-                assert "{{" not in step["input_module"]["name"], where
-                assert isinstance(step["input_module"]["args"], dict), where
-            argv = step["argv"]
-            if isinstance(argv, str):
-                # One expression producing the list: the package's argv builder after our
-                # options, or the monitor's argument list of the round.
-                text = " ".join(argv.split())
-                named = re.fullmatch(r"\{\{ (__monitor_(start|stop)_argv) \}\}", text)
-                if named:
-                    assert isinstance(round_node[named.group(1)], list), where
-                else:
-                    assert text.startswith("{{ [") and re.search(
-                        r"\+ (launch|flagperf)_round \| (flagperf\.benchmark\.)?flagperf_launch_argv\(", text), where
-            else:
-                assert isinstance(argv, list), where
-    # A round's end stops the case and the monitor in its collect task (collect_stop_steps):
-    # constant scripts and argument lists there too.
-    stop_steps = round_node["__node_stop_steps"]
-    assert [step["script"] for step in stop_steps] == [
-        "../roles/launch/files/node_job.py", "../roles/monitor/files/sys_monitor.py"]
-    assert [step["argv"] for step in stop_steps] == [
-        ["stop", "--output-dir", "{{ __host_dir }}"], "{{ __monitor_stop_argv }}"]
+        assert set(args) <= {"script", "role", "argv", "steps", "keep_going", "executable"}, where
+        if "steps" not in args:
+            steps.append((where, {k: v for k, v in args.items() if k in ("script", "role", "argv")}))
+            continue
+        named = set(STEP_NAME.findall(str(args["steps"])))
+        words = re.findall(r"\b_[a-z_]+_steps?\b", str(args["steps"]))
+        assert named and all(w in definitions for w in words), where
+    for name, value in definitions.items():
+        steps += [(name, step) for step in (value if isinstance(value, list) else [value])]
+    for where, step in steps:
+        assert set(step) <= {"script", "role", "argv", "environment", "input_module"}, where
+        assert "{{" not in step["script"] and "{{" not in step.get("role", ""), where
+        if "input_module" in step:
+            # A constant module, its arguments a mapping (module arguments, not words).
+            assert "{{" not in step["input_module"]["name"], where
+            assert isinstance(step["input_module"]["args"], dict), where
+        argv = step.get("argv", [])
+        if isinstance(argv, str):
+            # One expression producing the list: the package's argv builder after our options.
+            text = " ".join(argv.split())
+            assert text.startswith("{{ [") and re.search(
+                r"\+ launch_round \| flagperf\.benchmark\.flagperf_launch_argv\(", text), where
+        else:
+            assert isinstance(argv, list), where
     assert not [rel(path) for path, task in ALL_TASKS if module_of(task)[0] == "script"]
 
 
@@ -274,7 +289,7 @@ def test_every_command_task_passes_argv():
 def test_container_commands_come_from_the_argv_builder():
     runs = [(rel(path), module_of(task)[1]) for path, task in ALL_TASKS
             if module_of(task)[0] == "docker_container" and "command" in module_of(task)[1]]
-    assert runs
+    runs.append(("roles/container/vars/main.yml", _container_module_args()))
     for path, args in runs:
         assert "flagperf_launch_argv" in str(args["command"]), path
         assert "entrypoint" not in args, path

@@ -96,10 +96,11 @@ def test_check_mode_runs_everywhere_and_writes_nothing(project, tmp_path, venv_e
     # It went through every phase and both rounds, not around them.
     for task in ("preflight : Validate the settings and plan the rounds", "deploy : ",
                  "sys_info : Describe the host into sys_info.json",
-                 "Start the system monitor and the node's case, and wait a slice",
+                 "Start the system monitor and the node's case", "launch : Wait for the case",
+                 "Stop the node's case and monitor",
                  "collect : Fetch the node's round files", "Write summary.json and summary.md"):
         assert f"TASK [{task}" in done.stdout, task
-    assert done.stdout.count("TASK [Mark the start of round") == 2
+    assert done.stdout.count("TASK [Begin round") == 2
     assert "flagperf:" not in done.stdout  # the results callback was handed nothing
     assert not results.exists() and not workdir.exists()
     assert not [p.pid for p in psutil.process_iter(["cmdline"])

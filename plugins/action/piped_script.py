@@ -11,11 +11,14 @@ them from the session's standard streams (the exchange ends when every copy of t
 Options:
 
 * ``script``: the file, looked up as ``ansible.builtin.script`` looks up its own (the role's
-  ``files/``, then the playbook's);
+  ``files/``, then the playbook's), or with ``role``, in that role of this collection
+  (``roles/<role>/files/``): a role's step definition (its ``vars/main.yml``) names its role,
+  so the same definition runs from the role's tasks and from a task that combines the steps of
+  several roles;
 * ``argv`` (list, default ``[]``): the script's arguments, each passed as one word whatever
   it contains (quoted here; never split or expanded by the host's shell);
 * ``steps`` (list, instead of ``script`` and ``argv``): several scripts in the same exchange,
-  each a mapping of ``script``, ``argv`` and ``environment`` (a mapping added to the task's
+  each a mapping of ``script``, ``role``, ``argv`` and ``environment`` (a mapping added to the task's
   for that step only); run one after the other in one interpreter, each in a fresh
   ``__main__`` module as if it were run alone (``sys.argv``, ``os.environ``; standard input is
   the null device), stopping at the first that exits non-zero (its ``rc`` is the task's, and a
@@ -58,7 +61,12 @@ from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-STEP_KEYS = frozenset(("script", "argv", "environment", "input_module"))
+STEP_KEYS = frozenset(("script", "role", "argv", "environment", "input_module"))
+
+# The collection's root (this checkout, or the installed collection): a step's ``role`` names a
+# role of it whose files/ holds the script, so that a task outside the role (a round running
+# several roles' steps in one exchange) runs the role's own step definition.
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 # Runs the steps on the host (Python 3.6 or later), in this one interpreter: each script in a
 # fresh __main__ module with its own argv and the step's environment over the task's, so that
@@ -126,7 +134,7 @@ _FAILED_STEP = re.compile(r"step \d+ \(.+\) exited \d+")
 class ActionModule(ActionBase):
     # Nothing goes through a temporary folder on the host: no exchange to make or remove one.
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("script", "argv", "steps", "keep_going", "executable"))
+    _VALID_ARGS = frozenset(("script", "role", "argv", "steps", "keep_going", "executable"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -135,6 +143,7 @@ class ActionModule(ActionBase):
         if ("steps" in args) == bool(args.get("script")):
             raise AnsibleActionFail("give either script (with argv) or steps")
         steps = args["steps"] if "steps" in args else [{"script": args["script"],
+                                                         "role": args.get("role"),
                                                          "argv": args.get("argv")}]
         if not isinstance(steps, list) or not steps:
             raise AnsibleActionFail("steps must be a non-empty list")
@@ -146,7 +155,7 @@ class ActionModule(ActionBase):
             return result
         sources = []
         for step in steps:
-            with open(self._find_needle("files", step["script"]), "rb") as handle:
+            with open(self._script_path(step), "rb") as handle:
                 sources.append(handle.read())
         inputs = [self._module_payload(step["input_module"], task_vars) if step["input_module"] else b""
                   for step in steps]
@@ -180,6 +189,15 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=said[0] if said else f"{steps[0]['script']} exited {done['rc']}")
         return result
 
+    def _script_path(self, step):
+        """Where a step's script is: in its ``role``'s files/, else as ``script`` finds it."""
+        if not step["role"]:
+            return self._find_needle("files", step["script"])
+        path = os.path.join(COLLECTION_ROOT, "roles", step["role"], "files", step["script"])
+        if not os.path.isfile(path):
+            raise AnsibleActionFail(f"role {step['role']} has no files/{step['script']}")
+        return path
+
     def _module_payload(self, wanted, task_vars):
         """The payload of module ``wanted["name"]`` with ``wanted["args"]``, as ``_execute_module``
         builds it for a pipelined run (Ansible's internal arguments added)."""
@@ -196,7 +214,11 @@ class ActionModule(ActionBase):
         """A step's script, argv, environment and input module; ``where`` prefixes the
         messages."""
         if not isinstance(step, dict) or not step.get("script") or set(step) - STEP_KEYS:
-            raise AnsibleActionFail(f"{where.rstrip('.')} must be a mapping of script, argv, environment, input_module")
+            raise AnsibleActionFail(f"{where.rstrip('.')} must be a mapping of script, role, argv, environment, "
+                                    "input_module")
+        role = to_text(step.get("role") or "")
+        if role and not re.fullmatch(r"[a-z][a-z0-9_]*", role):
+            raise AnsibleActionFail(f"{where}role must be a role name of this collection, got {role!r}")
         argv = step.get("argv") or []
         if not isinstance(argv, list):
             raise AnsibleActionFail(f"{where}argv must be a list, got {type(argv).__name__}")
@@ -208,6 +230,6 @@ class ActionModule(ActionBase):
                                        and isinstance(wanted.get("name"), str)
                                        and isinstance(wanted.get("args", {}), dict)):
             raise AnsibleActionFail(f"{where}input_module must be a mapping of name and args (a mapping)")
-        return {"script": to_text(step["script"]), "argv": [to_text(word) for word in argv],
+        return {"script": to_text(step["script"]), "role": role, "argv": [to_text(word) for word in argv],
                 "environment": {to_text(k): to_text(v) for k, v in environment.items()},
                 "input_module": {"name": wanted["name"], "args": wanted.get("args") or {}} if wanted else None}

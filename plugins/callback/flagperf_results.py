@@ -9,13 +9,16 @@ only routes.
 Interrupts: SIGTERM is handled as Ctrl-C (Ansible's own SIGINT path: workers told, the run
 stops). If a round was in flight when ansible-playbook exits, ``playbooks/cleanup.yml`` is run
 with the same inventory and extra vars: it stops the round's containers, processes and monitors
-on every host, fetches what they wrote, records the round as ``interrupted`` and rebuilds the
-summary.
+on every host, fetches what they wrote, records the round and rebuilds the summary. The round
+is ``interrupted`` only after Ctrl-C or SIGTERM; when Ansible stopped for another reason (an
+error of its own, a task that failed outside a round's rescue) it is ``failed``, with the
+error that stopped it as its reason.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import signal
 import subprocess
 import sys
@@ -54,6 +57,9 @@ class CallbackModule(CallbackBase):
         super().__init__(*args, **kwargs)
         self._in_flight: dict | None = None
         self._cleanup_armed = False
+        self._interrupted = False
+        # What went wrong while a round was in flight: a failed task, or Ansible's own error.
+        self._errors: list[str] = []
 
     def v2_playbook_on_start(self, playbook):
         if self._cleanup_armed:
@@ -62,9 +68,39 @@ class CallbackModule(CallbackBase):
         # Ansible's SIGINT handler tells the workers and stops the run; SIGTERM goes the same way
         # so that the round in flight is cleaned up (atexit) instead of the process just dying.
         on_sigint = signal.getsignal(signal.SIGINT)
+
+        def terminated(_signum, frame):
+            self._interrupted = True
+            on_sigint(signal.SIGINT, frame)
+
         if callable(on_sigint):
-            signal.signal(signal.SIGTERM, lambda _signum, frame: on_sigint(signal.SIGINT, frame))
+            signal.signal(signal.SIGTERM, terminated)
+        # Ansible's own errors (a recursion limit, a bad template outside a task) reach the
+        # user through its display, not as a task result: keep the last one for the record.
+        error = self._display.error
+
+        def keep_error(msg, *args, **kwargs):
+            text = str(getattr(msg, "message", msg)).strip()
+            if isinstance(msg, BaseException) and msg.__cause__ is not None:
+                text += f": {msg.__cause__}"
+            if "User interrupted execution" in text:      # Ctrl-C, as ansible-playbook says it
+                self._interrupted = True
+            elif self._in_flight is not None:
+                self._errors.append(text)
+            return error(msg, *args, **kwargs)
+
+        self._display.error = keep_error
         atexit.register(self._clean_up_in_flight)
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if self._in_flight is not None and not ignore_errors:
+            payload = getattr(result, "result", None) or getattr(result, "_result", {}) or {}
+            host = getattr(getattr(result, "host", None) or getattr(result, "_host", None), "name", "?")
+            task = getattr(getattr(result, "task", None) or getattr(result, "_task", None), "name", "?")
+            self._errors.append(f"{host}: {task}: {str(payload.get('msg', '')).strip()}")
+
+    def v2_runner_on_unreachable(self, result):
+        self.v2_runner_on_failed(result)
 
     def v2_runner_on_ok(self, result):
         payload = getattr(result, "result", None)
@@ -79,6 +115,7 @@ class CallbackModule(CallbackBase):
             if "flagperf_round_start" in data:
                 record = data["flagperf_round_start"]
                 results.mark_round_start(Path(record["run_dir"]), str(record["key"]))
+                self._errors = []
                 self._in_flight = {"run_dir": str(record["run_dir"]), "key": str(record["key"])}
             if "flagperf_round" in data:
                 self._in_flight = None
@@ -108,6 +145,11 @@ class CallbackModule(CallbackBase):
         for extra in context.CLIARGS.get("extra_vars") or ():
             argv += ["-e", extra]
         argv += ["-e", f"flagperf_run_id={run_dir.name}", "-e", f"flagperf_select={in_flight['key']}"]
+        error = "" if self._interrupted else (
+            self._errors[-1] if self._errors
+            else "ansible-playbook stopped mid-round without a word (see its output)")
+        if error:
+            argv += ["-e", json.dumps({"cleanup_round_error": error[-2000:]})]
         # Ctrl-C again while cleaning up is the way to give up on it.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -122,5 +164,5 @@ class CallbackModule(CallbackBase):
             return
         if not (run_dir / in_flight["key"] / "round.json").is_file():
             results.finalize_round({"run_dir": str(run_dir), "key": in_flight["key"],
-                                    "interrupted": True, "hosts": []})
+                                    "interrupted": not error, "error": error, "hosts": []})
             results.write_summary(run_dir)

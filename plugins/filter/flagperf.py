@@ -18,7 +18,7 @@ from ansible.errors import AnsibleFilterError
 # YAML) import what they need when called.
 from flagperf_ansible.launch import container_name, image_tag, launch_argv, launch_env
 from flagperf_ansible.provenance import node_dir_name
-from flagperf_ansible.round_wait import job_status, node_finished, node_outcome, round_over
+from flagperf_ansible.round_wait import job_status, node_outcome
 
 DOCUMENTATION = """
 name: flagperf
@@ -152,34 +152,36 @@ def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
 
 
 def flagperf_round_hosts(hosts, hostvars, active, poll_var, deadline_passed=False):
-    """``[{host, noderank, rc, timed_out, stopped, lost}]`` of a round, from each host's last
-    poll result, registered as ``poll_var`` (see ``round_wait.node_outcome``; ``rc`` None where
-    the node never exited by itself; ``lost`` when the host left the play, e.g. it became
-    unreachable). ``deadline_passed``: the round's timeout has passed (a node still running
-    then counts as timed out)."""
+    """``[{host, noderank, rc, timed_out, stopped, lost, error, wait_slices}]`` of a round, from each host's
+    last poll result, registered as ``poll_var`` (see ``round_wait.node_outcome``; ``rc`` None
+    where the node never exited by itself; ``stopped`` when the round stopped it; ``lost`` when
+    the host left the play, e.g. it became unreachable; ``error``: an orchestration error on
+    that host, the round's ``__round_error`` fact or a failed stop of its node, else "";
+    ``wait_slices``: the wait exchanges it took, None when it was not waited for).
+    ``deadline_passed``: the round's timeout has passed (a node still running then counts as
+    timed out)."""
     rows = []
     active = {str(h) for h in active}
     for noderank, host in enumerate(hosts):
-        outcome = node_outcome(_plain(hostvars[host].get(str(poll_var)) or {}),
-                               bool(deadline_passed))
-        lost = str(host) not in active
+        own = hostvars[host]
+        poll = _plain(own.get(str(poll_var)) or {})
+        outcome = node_outcome(poll, bool(deadline_passed))
+        error = str(own.get("__round_error") or "")
+        stop = _plain(own.get("__node_stop") or {})
+        if not error and stop.get("rc") not in (None, 0):
+            error = f"stopping the node failed: {stop.get('msg') or stop.get('stderr') or stop.get('rc')}"
         rows.append({"host": str(host), "noderank": noderank, "rc": outcome["rc"],
                      "timed_out": outcome["timed_out"], "stopped": outcome["stopped"],
-                     "lost": lost})
+                     "lost": str(host) not in active, "error": error,
+                     "wait_slices": poll.get("slices")})
     return rows
 
 
-def flagperf_round_over(hosts, hostvars, active, deadline_ms, poll_var):
-    """Whether a round's wait is over (see ``flagperf_ansible.round_wait.round_over``), from
-    each host's registered poll result ``poll_var`` (hostvars hold no play vars)."""
-    polls = {str(h): _plain(hostvars[h].get(str(poll_var)) or {}) for h in hosts}
-    return round_over([str(h) for h in hosts], polls, [str(h) for h in active], float(deadline_ms))
+def flagperf_results_root(results_dir, project_dir):
+    """The controller folder of the runs' results (see ``flagperf_ansible.plan.results_root``)."""
+    from flagperf_ansible.plan import results_root
 
-
-def flagperf_node_finished(poll):
-    """Whether a node's poll result (a wait step's report, or an ``async_status`` result)
-    says it ended."""
-    return node_finished(_plain(poll or {}))
+    return str(results_root(str(results_dir), Path(str(project_dir))))
 
 
 def flagperf_job_status(poll):
@@ -227,8 +229,7 @@ class FilterModule:
             "flagperf_container_name": flagperf_container_name,
             "flagperf_plan": flagperf_plan,
             "flagperf_round_hosts": flagperf_round_hosts,
-            "flagperf_round_over": flagperf_round_over,
-            "flagperf_node_finished": flagperf_node_finished,
+            "flagperf_results_root": flagperf_results_root,
             "flagperf_job_status": flagperf_job_status,
             "flagperf_node_dir": flagperf_node_dir,
         }

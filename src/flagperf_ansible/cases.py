@@ -44,6 +44,9 @@ class CaseDef:
     flops: dict[str, Any] | None = None
     #: Case ``precision`` value -> datasheet precision of the peak it runs at (amp -> bf16).
     precision_peak: dict[str, str] = field(default_factory=dict)
+    #: Files the case writes that a round does not fetch (tar patterns: ONNX files, compiled
+    #: engines, checkpoints); the collect role lists them as left out.
+    large_artifacts: tuple[str, ...] = field(default=())
 
 
 def read_yaml(path: Path, project: Path | None = None) -> Any:
@@ -90,6 +93,7 @@ def load_case(project: Path, model: str, framework: str) -> CaseDef:
             mutable=tuple(standard.get("mutable", ())),
             flops=check_case_flops(data.get("flops_per_sample"), shown),
             precision_peak={str(k): str(v) for k, v in (data.get("precision_peak") or {}).items()},
+            large_artifacts=tuple(str(p) for p in data.get("large_artifacts") or ()),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ConfigError(f"missing or bad key {err}", shown) from None

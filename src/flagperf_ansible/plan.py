@@ -161,7 +161,7 @@ class Settings(BaseModel):
     flagperf_workdir: str
     flagperf_python: str
     flagperf_monitor_interval: Seconds
-    flagperf_wait_slice: Annotated[int, BeforeValidator(not_bool), Field(ge=1, le=3600)] = 10
+    flagperf_wait_slice: Annotated[float, BeforeValidator(not_bool), Field(ge=0.01, le=3600)] = 10
     flagperf_env: dict[str, Any] = {}
     flagperf_known_hosts_file: str
     flagperf_ssh_public_key: str
@@ -170,6 +170,7 @@ class Settings(BaseModel):
     flagperf_image_wheels: list[str]
     flagperf_pip_ca_bundle: str
     flagperf_mask_hosts: bool = False
+    flagperf_keep_workdir: bool = False
     flagperf_run_id: str = ""
     flagperf_select: str = ""
 
@@ -256,6 +257,15 @@ def _host_path(root: str, path: str) -> str:
     return f"{root.rstrip('/')}/{path}"
 
 
+def results_root(results_dir: str, project: Path) -> Path:
+    """The controller folder of the runs' results: ``flagperf_results_dir``, under the project
+    checkout when relative."""
+    path = Path(results_dir)
+    if not path.is_absolute() and not _templated(results_dir):
+        path = Path(project) / path
+    return path
+
+
 def round_key(case_id: str, round_no: int) -> str:
     """``<case_id>/round<k>``: a round's id, and its folder under the run dir."""
     return f"{case_id}/round{round_no}"
@@ -281,7 +291,7 @@ def build_plan(
         ``{"vendor", "runtime", "results_dir", "cases": [...], "rounds": [...]}`` where each
         round is ``{"key", "case_id", "round", "model", "framework", "hosts", "master_addr",
         "nnodes", "nproc_per_node", "launcher", "entry", "timeout", "data_dir", "config",
-        "overrides", "metric", "diagnostic", "mfu_basis"}``; ``"hosts"`` lists
+        "overrides", "metric", "diagnostic", "large_artifacts", "mfu_basis"}``; ``"hosts"`` lists
         ``{host, address, label}`` per benchmark host and ``"mask_hosts"`` says whether
         documents show ``label`` (``host<i>``) instead of names and addresses.
 
@@ -359,6 +369,7 @@ def build_plan(
                 "overrides": overrides,
                 "metric": case.metric,
                 "diagnostic": case.diagnostic,
+                "large_artifacts": list(case.large_artifacts),
                 "mfu_basis": mfu_basis(case.flops, case.precision_peak, config, peaks,
                                        spec.hardware, spec.nnodes * spec.nproc_per_node),
             })
@@ -366,9 +377,7 @@ def build_plan(
         raise ConfigError(f"no round {parsed.flagperf_select!r} in this plan",
                           origin("flagperf_select"), "flagperf_select")
 
-    results_dir = Path(parsed.flagperf_results_dir)
-    if not results_dir.is_absolute() and not _templated(parsed.flagperf_results_dir):
-        results_dir = project / results_dir
+    results_dir = results_root(parsed.flagperf_results_dir, project)
     images = {}
     if parsed.flagperf_container_runtime == "docker":
         inputs = {"base_image": parsed.flagperf_base_image,
@@ -392,4 +401,4 @@ def build_plan(
     }
 
 
-__all__ = ["Settings", "build_plan", "check_settings", "load_vendor", "round_key", "CaseSpec"]
+__all__ = ["Settings", "build_plan", "results_root", "check_settings", "load_vendor", "round_key", "CaseSpec"]

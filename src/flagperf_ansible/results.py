@@ -56,17 +56,26 @@ def read_json(path: Path) -> Any:
 
 
 def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
-                 interrupted: bool = False, exit_codes_known: bool = True) -> tuple[str, str]:
+                 interrupted: bool = False, exit_codes_known: bool = True,
+                 error: str = "") -> tuple[str, str]:
     """``(status, reason)`` of a round from its hosts' launch results and rank 0's FINISHED.
 
     ``hosts`` items carry ``host``, ``rc`` (None when unknown), ``timed_out``, and optionally
-    ``stopped`` (still running when the round ended: stopped) and ``lost`` (the host left the
-    run, e.g. unreachable). A node that failed comes first in the reason; the nodes stopped
-    because of it are named after. With ``exit_codes_known`` False (FlagPerf's folders keep no
-    exit codes) only FINISHED counts.
+    ``stopped`` (still running when the round ended: stopped), ``lost`` (the host left the
+    run, e.g. unreachable) and ``error`` (an orchestration error on that host: a task that
+    failed there). ``error`` is one that stopped the whole run mid-round (Ansible's own). Only
+    Ctrl-C or SIGTERM make a round ``interrupted``; an orchestration error makes it
+    ``failed`` with that error as its reason. A node that failed comes first in the reason;
+    the nodes stopped because of it are named after. With ``exit_codes_known`` False
+    (FlagPerf's folders keep no exit codes) only FINISHED counts.
     """
+    if error:
+        return "failed", f"orchestration error: {error}"
     if interrupted:
         return "interrupted", "the run was interrupted"
+    broken = [f"{h['host']}: {h['error']}" for h in hosts if h.get("error")]
+    if broken:
+        return "failed", f"orchestration error on {'; '.join(broken)}"
     lost = [h["host"] for h in hosts if h.get("lost")]
     if lost:
         return "failed", f"host lost during the round: {', '.join(lost)}"
@@ -91,6 +100,7 @@ def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
     return "passed", ""
 
 
+PLAN_FILE = "plan.json"             # the run's plan (build_plan), for later phases and the wrapper
 ROUND_START = "round_start.json"     # written when a round begins: key, started_ms
 ROUND_RECORD = "round_record.json"   # what the playbook handed over: round.json's raw input
 ATTEMPTS = "attempts"                # earlier attempts of a round: attempts/<n>/
@@ -163,6 +173,7 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
             (``<case_id>/round<k>``), ``case_id``, ``round``, ``hosts`` (each ``host``,
             ``noderank``, ``rc``, ``timed_out``), ``config``, ``overrides``, ``metric``,
             ``diagnostic``, ``started_ms``, ``ended_ms`` and optionally ``interrupted``,
+            ``error`` (an orchestration error that stopped the run mid-round),
             ``mfu_basis`` (from the plan, see ``flagperf_ansible.mfu``), ``mask_hosts`` and
             ``plan_hosts`` (the plan's ``hosts``), ``exit_codes_known`` (default True).
 
@@ -199,7 +210,7 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
     hosts = list(record.get("hosts") or [])
     known = record.get("exit_codes_known", True) is not False
     interrupted = bool(record.get("interrupted"))
-    status, reason = round_status(hosts, finished, interrupted, known)
+    status, reason = round_status(hosts, finished, interrupted, known, str(record.get("error") or ""))
     nodes = []
     for host in hosts:
         node = round_dir / node_dir_name(host["host"], int(host["noderank"]), mask)
@@ -207,11 +218,16 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         nodes.append({
             "host": host["host"], "noderank": int(host["noderank"]), "rc": host.get("rc"),
             "timed_out": bool(host.get("timed_out")), "stopped": bool(host.get("stopped")),
-            "lost": bool(host.get("lost")), "dir": node.name,
+            "lost": bool(host.get("lost")), "error": str(host.get("error") or ""),
+            "wait_slices": host.get("wait_slices"), "dir": node.name,
             "files": sorted(p.name for p in node.iterdir()) if node.is_dir() else [],
             "sys_info": _read_optional(sys_info),
         })
     started, ended = record.get("started_ms"), record.get("ended_ms")
+    # Only the hosts whose node failed: the peers a failure stopped are stopped_hosts.
+    failed_hosts = [h["host"] for h in hosts
+                    if (h.get("rc") is not None and h.get("rc") != 0) or h.get("timed_out")
+                    or h.get("lost") or h.get("error")]
     ran_to_finish = (finished is not None and not interrupted
                      and not any(h.get("timed_out") for h in hosts)
                      and (not known or all(h.get("rc") == 0 for h in hosts)))
@@ -227,8 +243,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         "started_ms": started,
         "ended_ms": ended,
         "wall_time": (ended - started) / 1000.0 if started and ended else None,
-        "failed_hosts": [h["host"] for h in hosts
-                         if h.get("rc") != 0 or h.get("timed_out") or h.get("lost")],
+        "failed_hosts": failed_hosts,
+        "stopped_hosts": [h["host"] for h in hosts if h.get("stopped") and h["host"] not in failed_hosts],
         "finished": finished,
         "ranks": ranks,
         "unparsed_perflog_lines": bad_lines,
@@ -263,7 +279,8 @@ def guess_metric(finished: dict[str, Any] | None) -> str | None:
 
 def write_run(run_dir: Path, plan: dict[str, Any], extra: dict[str, Any],
               project: Path | None = None) -> dict[str, Any]:
-    """Write ``run.json``: what was asked (cases and rounds planned), how, and by what.
+    """Write ``run.json``: what was asked (cases and rounds planned), how, and by what; and
+    ``plan.json``: the plan itself (``flagperf_ansible.plan.build_plan``), read by later phases.
 
     ``extra`` may carry ``inventory`` (its name) and ``ansible_version``; the provenance block
     (git commit, command, hosts, versions, image) comes from ``controller_provenance``.
@@ -288,6 +305,9 @@ def write_run(run_dir: Path, plan: dict[str, Any], extra: dict[str, Any],
     }
     document = Masker(plan.get("hosts") or [], bool(plan.get("mask_hosts")))(document)
     write_json(run_dir / "run.json", document)
+    # What will run where, for the later phases and the wrapper (as the inventory names the
+    # hosts, also with mask_hosts: the playbooks reach them by those names).
+    write_json(run_dir / PLAN_FILE, plan)
     return document
 
 

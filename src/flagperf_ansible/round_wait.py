@@ -1,21 +1,22 @@
-"""Waiting for a round's nodes: when it is over, and how each node ended.
+"""Waiting for a round's nodes: how each node ended, and what its peers tell.
 
-Each node of a round runs in the background under the launch role's ``node_job.py`` (polled
-with its ``wait``, which blocks on the host for a slice): runtime ``none`` the case itself,
-runtime ``docker`` a ``community.docker.docker_container`` module run that starts the node's
-container and waits for it (its result is the wait's ``result``). The container role's own flow
-runs the module as an Ansible async job instead (polled with its ``async_wait.py``, which reads
-the job's results file as ``ansible.builtin.async_status`` does). The round
-playbook polls them all a slice at a time and asks ``round_over`` after each. A round is over when
-every node has finished, when any node failed (the others are then stopped, as a distributed
-job cannot go on without one of its ranks), when a host is gone, or past the deadline.
+Each node of a round runs in the background under the launch role's ``node_job.py``: runtime
+``none`` the case itself, runtime ``docker`` a ``community.docker.docker_container`` module run
+that starts the node's container and waits for it (its result is the wait's ``result``). The
+``flagperf.benchmark.node_wait`` action waits for one node in a flat loop of wait slices (one
+ssh exchange each, ``node_job.py wait`` blocking on the host) and, between slices, reads what
+the round's other nodes published on the controller (``RoundBoard``): a node that failed, or a
+host that was lost, ends the wait of every other node of the round within about one slice (a
+distributed job cannot go on without one of its ranks); the round's end then stops them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import time
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 TIMEOUT_MSG = "Timeout exceeded"     # what async_wrapper leaves when it kills a job at its limit
@@ -25,7 +26,10 @@ def job_status(poll: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """A node's poll result as a job status: an ``async_status`` result as it is; for a
     ``flagperf.benchmark.piped_script`` run of ``node_job.py`` or ``async_wait.py``, the JSON
     document it printed (its last JSON line), or, when it printed none (it could not run), a
-    finished job with no exit code and the script's error as ``msg``."""
+    finished job with no exit code and the script's error as ``msg``; for a
+    ``flagperf.benchmark.node_wait`` result, its ``node``."""
+    if isinstance(poll, Mapping) and isinstance(poll.get("node"), Mapping):
+        return poll["node"]
     if not poll or "finished" in poll or poll.get("skipped") or poll.get("unreachable"):
         return poll or {}
     stdout = poll.get("stdout")
@@ -77,29 +81,48 @@ def node_failed(poll: Mapping[str, Any]) -> bool:
     return node_rc(poll) != 0 or TIMEOUT_MSG in str(poll.get("msg", ""))
 
 
-def round_over(round_hosts: Iterable[str], polls: Mapping[str, Any], active: Iterable[str],
-               deadline_ms: float, now_ms: float | None = None) -> bool:
-    """True when the round's wait should end.
+class RoundBoard:
+    """What the nodes of one round tell each other, on the controller: a file per node that
+    ended (``ended``, ``failed``) or whose host was lost (``lost``), in a folder named after the
+    round's start, which every wait of the round reads between slices. The waits of a round run
+    in forks of one ``ansible-playbook`` process, which share its private temporary folder.
 
     Args:
-        round_hosts: the round's hosts (noderank order).
-        polls: host -> its latest poll result (see ``job_status``).
-        active: hosts still in the play (an unreachable host leaves it).
-        deadline_ms: epoch milliseconds after which the round is over regardless.
-        now_ms: the present, epoch milliseconds (default: now).
+        root: the controller folder that holds the boards (created when missing).
+        round_id: names one start of one round (e.g. ``<case_id>/round<k>@<started_ms>``), so a
+            round run again never reads an earlier attempt's board.
     """
-    now_ms = time.time() * 1000 if now_ms is None else now_ms
-    active = set(active)
-    pending = False
-    for host in round_hosts:
-        if host not in active:
-            return True
-        poll = polls.get(host) or {}
-        if not node_finished(poll):
-            pending = True
-        elif node_failed(poll):
-            return True
-    return not pending or now_ms > deadline_ms
+
+    OUTCOMES = ("ended", "failed", "lost")
+
+    def __init__(self, root: str | os.PathLike, round_id: str) -> None:
+        digest = hashlib.sha256(round_id.encode("utf-8")).hexdigest()[:24]
+        self.folder = Path(root) / f"round-{digest}"
+
+    def publish(self, host: str, outcome: str) -> None:
+        """Record how ``host``'s node ended (one of ``OUTCOMES``)."""
+        if outcome not in self.OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(host.encode("utf-8")).hexdigest()[:24]
+        tmp = self.folder / f".{name}.{os.getpid()}"
+        tmp.write_text(json.dumps({"host": host, "outcome": outcome}), encoding="utf-8")
+        os.replace(tmp, self.folder / f"{name}.json")
+
+    def stopping_peer(self, host: str) -> str | None:
+        """The first other host whose node failed or was lost (by name), or None."""
+        try:
+            entries = sorted(self.folder.glob("*.json"))
+        except OSError:
+            return None
+        for entry in entries:
+            try:
+                said = json.loads(entry.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if said.get("host") != host and said.get("outcome") in ("failed", "lost"):
+                return str(said["host"])
+        return None
 
 
 def node_outcome(poll: Mapping[str, Any] | None, deadline_passed: bool = False,

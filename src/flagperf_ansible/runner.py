@@ -186,6 +186,9 @@ class Wrapper:
                     if step.status != "successful":
                         self._report_failure(label, step)
                         return self._finish()
+                    if label == "preflight":
+                        # The run's plan as preflight wrote it: what the rounds will run.
+                        rounds = self._read_plan()["rounds"]
                 for item in rounds:
                     if self.interrupted:
                         break
@@ -203,6 +206,14 @@ class Wrapper:
                 signal.signal(sig, handler)
             self._progress = None
         return self._finish()
+
+    def _read_plan(self) -> dict[str, Any]:
+        """``plan.json`` of the run (written by preflight), or the plan validated before the
+        run when preflight wrote none."""
+        path = self.prepared.run_dir / results.PLAN_FILE
+        if path.is_file():
+            self.prepared.plan = results.read_json(path)
+        return self.prepared.plan
 
     def _run_round(self, key: str) -> None:
         """One round, again while it fails and retries are left; skipped when it passed already

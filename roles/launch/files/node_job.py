@@ -3,17 +3,18 @@
 host side (standard library only, piped to the host's Python with each task by
 ``flagperf.benchmark.piped_script``).
 
-    node_job.py start --output-dir DIR --timeout S [--config-json JSON] [--input] [--result] -- ARGV...
+    node_job.py start --output-dir DIR --timeout S [--stop-grace S] [--config-json JSON] [--input]
+                      [--result] -- ARGV...
     node_job.py wait --output-dir DIR --seconds S
     node_job.py stop --output-dir DIR [--grace S]
 
 ``start`` creates DIR, writes ``config.yaml`` there (the case's effective configuration, as
 JSON, which is YAML too), starts a detached supervisor and returns once ARGV runs. The
 supervisor runs ARGV in DIR with this process's environment, in its own process group,
-output to ``DIR/launcher.log``, kills
-the group when it outlives ``--timeout`` seconds, and writes ``DIR/launch.json`` when it ends:
+output to ``DIR/launcher.log``, ends the node (see ``stop``; ``--stop-grace`` seconds, default
+10) when ARGV outlives ``--timeout`` seconds, and writes ``DIR/launch.json`` when it ends:
 ``{"finished": 1, "rc": int|null, "timed_out": bool, "msg": str, "started_ms", "ended_ms"}``
-(``msg`` "Timeout exceeded" and ``rc`` null when killed at the timeout).
+(``msg`` "Timeout exceeded" and ``rc`` null when ended at the timeout).
 
 ``--input``: ARGV reads this process's standard input (else the null device): an Ansible
 module's payload, given by ``flagperf.benchmark.piped_script``'s ``input_module``, with ARGV
@@ -31,12 +32,18 @@ the supervisor is gone without a word (killed). One start and one wait per 10 s 
 round's only steps on a host for its case, one ssh exchange each and no module run: Ansible's
 async jobs cost about four ssh exchanges and a module run to start and a module run per poll.
 
-``stop`` kills the case's process group (SIGKILL) unless it ended, then waits up to ``--grace``
-seconds (default 5) for the supervisor to record the end (``rc`` -9), and removes
-``job_result.json``: a round stops the other nodes this way when one failed, or when the run is
-interrupted, and ends every node this way. The case runs with
-``FLAGPERF_NODE_DIR`` set to DIR: with its supervisor gone, ``stop`` kills the recorded group
-only while one of its processes carries that mark (the group id may be another's by then).
+``stop`` ends the node: a round stops the other nodes this way when one failed, or when the run
+is interrupted, and ends every node this way. It sends SIGTERM to ARGV's process group (torchrun
+passes it on to its workers), waits up to ``--grace`` seconds (default 5), then sends SIGKILL to
+every process of the node that remains, waits up to 5 s for the supervisor to record the end
+(``rc`` ARGV's, such as -15 or -9), and removes ``job_result.json``. The group alone is not the
+node: torchrun starts its workers in sessions of their own, which a SIGKILL to its group would
+orphan (still training, holding the GPU). So the case runs with ``FLAGPERF_NODE_DIR`` set to
+DIR, a mark that every process of the node inherits (through setsid and reparenting) and that
+``stop`` finds in /proc/<pid>/environ; the supervisor is a child subreaper, so that the case's
+orphans are its children, reaped, not init's. The group counts too while the supervisor runs
+and has not recorded the end (the group id cannot be another's then); else, only processes
+that carry the mark (ids may have been reused).
 
 Each prints one JSON line and exits 0; errors in the arguments exit 2 (argparse).
 """
@@ -63,6 +70,9 @@ RESULT = "job_result.json"
 TIMEOUT_MSG = "Timeout exceeded"   # the words Ansible's async_wrapper uses for the same end
 # Set in the case's environment to its folder: marks its processes as this node's (stop).
 OWNER_ENV = "FLAGPERF_NODE_DIR"
+PR_SET_CHILD_SUBREAPER = 36        # prctl(2), Linux 3.4+
+POLL = 0.1                         # seconds between looks at the node's processes
+KILL_WAIT = 5                      # seconds for the killed to vanish and the end to be recorded
 
 
 def now_ms() -> int:
@@ -86,11 +96,39 @@ def name_process(name: str) -> None:
         pass
 
 
-def supervise(out: Path, argv: list[str], timeout: float, stdin: int, result: bool) -> None:
+def become_subreaper() -> None:
+    """Orphans of the case (torchrun's workers when torchrun dies first) become this process's
+    children instead of init's: reaped here, and the node's while the supervisor runs."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except Exception:       # no ctypes or no prctl: orphans go to init; the mark still finds them
+        pass
+
+
+def reap(pid: int, deadline: float) -> int | None:
+    """Reap this process's children (the launcher and the orphans it left) until ``pid`` ended
+    (its exit code, -N for signal N) or ``deadline`` (time.monotonic()) passed (None)."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done == pid:
+            return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        if done == 0:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(POLL)
+
+
+def supervise(out: Path, argv: list[str], timeout: float, stop_grace: float, stdin: int,
+              result: bool) -> None:
     """In the detached grandchild: run ``argv`` (its standard input ``stdin``, a descriptor;
     its standard output to ``RESULT`` when ``result``), enforce the timeout, record how it
     ended."""
     started = now_ms()
+    become_subreaper()
     try:
         # The result may hold the module's arguments: the ssh user's alone.
         with open(out / LOG, "ab") as log, \
@@ -105,15 +143,12 @@ def supervise(out: Path, argv: list[str], timeout: float, stdin: int, result: bo
                                   "ended_ms": now_ms()})
         return
     (out / PID).write_text(f"{os.getpid()} {child.pid}\n", encoding="utf-8")
-    try:
-        rc, timed_out = child.wait(timeout=timeout), False
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        child.wait()
-        rc, timed_out = None, True
+    rc = reap(child.pid, time.monotonic() + timeout)
+    timed_out = rc is None
+    if timed_out:
+        end_node(out, child.pid, stop_grace)
+        reap(child.pid, float("inf"))
+    reap(0, time.monotonic())       # the orphans that ended meanwhile (no child's pid is 0)
     write_json(out / STATUS, {"finished": 1, "rc": rc, "timed_out": timed_out,
                               "msg": TIMEOUT_MSG if timed_out else "", "started_ms": started,
                               "ended_ms": now_ms()})
@@ -147,7 +182,7 @@ def start(args: argparse.Namespace) -> dict:
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
             try:
-                supervise(out, argv, args.timeout, stdin, args.result)
+                supervise(out, argv, args.timeout, args.stop_grace, stdin, args.result)
             finally:
                 os._exit(0)
         os._exit(0)
@@ -173,26 +208,75 @@ def alive(out: Path) -> bool:
         return True
 
 
-def owned_by(pid: int, mark: bytes) -> bool:
-    """Whether process ``pid``'s environment holds ``mark`` (``OWNER_ENV=<case folder>``)."""
+def mark_of(out: Path) -> bytes:
+    """The entry of the node's processes' environment that marks them as the node's."""
+    return f"{OWNER_ENV}={out.resolve()}".encode()
+
+
+def owned_by(pid: int | None, mark: bytes) -> bool:
+    """Whether process ``pid``'s environment holds ``mark`` (see ``mark_of``)."""
     try:
         return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
 
 
-def group_members(group: int) -> list[int]:
-    """The processes of process group ``group`` (from /proc)."""
-    members = []
+def node_processes(mark: bytes, group: int | None) -> dict[int, int]:
+    """The node's live processes, pid -> process group: those of process group ``group`` and
+    those that carry ``mark``. Zombies are gone (they only wait to be reaped); this process is
+    left out."""
+    found = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[2:3] == [str(group)] and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
+        if not entry.name.isdigit() or entry.name == str(os.getpid()):
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        pid, state, pgid = int(entry.name), fields[0], int(fields[2])
+        if state not in ("Z", "X") and (pgid == group or owned_by(pid, mark)):
+            found[pid] = pgid
+    return found
+
+
+def send(pid: int, sig: int, group: bool = False) -> None:
+    try:
+        (os.killpg if group else os.kill)(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass                                # ended meanwhile
+
+
+def end_node(out: Path, group: int | None, grace: float) -> bool:
+    """End the node's processes (see the module's ``stop``): SIGTERM to the launcher's process
+    group ``group`` (None: not known to be the case's), up to ``grace`` seconds for the node to
+    end, SIGKILL to what remains, up to KILL_WAIT seconds for that to vanish. Whether any
+    process of the node was running."""
+    running = node_processes(mark_of(out), group)
+    if not running:
+        return False
+    if group in running.values():
+        send(group, signal.SIGTERM, group=True)     # torchrun passes it on to its workers
+    else:
+        for pid in running:                         # no launcher known to pass it on
+            send(pid, signal.SIGTERM)
+    running = outlasting(out, group, grace)
+    if running:
+        if group in running.values():
+            send(group, signal.SIGKILL, group=True)
+        for pid in running:                         # the workers: sessions of their own
+            send(pid, signal.SIGKILL)
+        outlasting(out, group, KILL_WAIT)
+    return True
+
+
+def outlasting(out: Path, group: int | None, seconds: float) -> dict[int, int]:
+    """The node's processes (see ``node_processes``) still running after up to ``seconds``."""
+    deadline = time.monotonic() + max(seconds, 0)
+    running = node_processes(mark_of(out), group)
+    while running and time.monotonic() < deadline:
+        time.sleep(POLL)
+        running = node_processes(mark_of(out), group)
+    return running
 
 
 def stop(args: argparse.Namespace) -> dict:
@@ -204,25 +288,21 @@ def stop(args: argparse.Namespace) -> dict:
 
 
 def kill(out: Path, grace: float) -> dict:
-    """``stop``'s kill: the case's group unless it ended, then the wait for the record."""
+    """``stop``'s end of the node, then the wait for the supervisor's record."""
     try:
         group = int((out / PID).read_text().split()[1])
     except (OSError, ValueError, IndexError):
+        group = None
+    # The group is the case's while the supervisor runs and has not recorded the end (it has
+    # not reaped the launcher: the id cannot be another's), or while its leader, the launcher,
+    # carries the mark. Else only the mark tells (ids may have been reused).
+    if not (alive(out) and not (out / STATUS).exists()) and not owned_by(group, mark_of(out)):
+        group = None
+    if not end_node(out, group, grace):
         return {"changed": False, "msg": "not running"}
-    # Ended and recorded: its group id may belong to another process group by now. Without the
-    # supervisor (killed without a word), so may it: the group is the case's only while one of
-    # its processes carries the case's mark.
-    members = [] if (out / STATUS).exists() else group_members(group)
-    mark = f"{OWNER_ENV}={out.resolve()}".encode()
-    if not members or not (alive(out) or any(owned_by(pid, mark) for pid in members)):
-        return {"changed": False, "msg": "not running"}
-    try:
-        os.killpg(group, signal.SIGKILL)
-    except ProcessLookupError:
-        return {"changed": False, "msg": "not running"}
-    deadline = time.monotonic() + max(grace, 0)
+    deadline = time.monotonic() + KILL_WAIT
     while alive(out) and not (out / STATUS).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(POLL)
     return {"changed": True, "msg": "stopped"}
 
 
@@ -244,9 +324,10 @@ def wait(args: argparse.Namespace) -> dict:
                 continue
             return {"finished": 1, "rc": None, "timed_out": False, "stdout": tail(out / LOG),
                     "msg": "the case's supervisor is gone (killed, or never started)"}
-        if time.monotonic() >= deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             return {"finished": 0}
-        time.sleep(0.2)
+        time.sleep(min(0.2, left))
 
 
 def tail(path: Path, size: int = 4096) -> str:
@@ -264,6 +345,7 @@ def main() -> int:
     begin = sub.add_parser("start")
     begin.add_argument("--output-dir", required=True)
     begin.add_argument("--timeout", type=float, required=True)
+    begin.add_argument("--stop-grace", type=float, default=10)
     begin.add_argument("--config-json")
     begin.add_argument("--input", action="store_true")
     begin.add_argument("--result", action="store_true")

@@ -1,0 +1,111 @@
+"""Wait for one node of a round, in a flat loop of wait slices: the launch role's wait.
+
+Each slice is one ssh exchange: the launch role's ``node_job.py wait`` piped to the host's
+Python, which blocks on the host for up to ``slice`` seconds (no traffic meanwhile) and reports
+whether the node ended. The loop is plain Python in this action, so slice 5000 costs what
+slice 5 does and a round may last a day (``timeout: 86400``) at any slice. Between slices the
+wait reads the round's board on the controller (``flagperf_ansible.round_wait.RoundBoard``):
+every node of a round is waited for at once, one fork of ``ansible-playbook`` per host, and a
+node that failed, or a host that was lost, ends the other nodes' waits within about one slice.
+The caller then stops what still runs (the launch role's stop).
+
+Options:
+
+* ``output_dir`` (required): the node's folder on the host (``node_job.py start``'s);
+* ``executable`` (default ``python3``): the host's Python;
+* ``slice`` (seconds, default 10): how long one exchange waits on the host;
+* ``timeout`` (seconds, required): the case timeout. The host kills the node then; the wait
+  gives up ``grace`` seconds (default 30) later (``deadline_passed``), should the host's word
+  never come;
+* ``round_id`` (default ``""``: a node alone): the round's start, shared by its nodes (e.g.
+  ``<case_id>/round<k>@<started_ms>``): its nodes publish how they ended and read their peers'.
+
+Returns ``node`` (``node_job.py wait``'s last report: ``finished``, ``rc``, ``timed_out``,
+``msg``, ``stdout``, and ``result``, a supervised module's), ``slices`` (exchanges made),
+``stopped_by`` (the peer whose node failed or whose host was lost, when that ended the wait)
+and ``deadline_passed``. Never ``failed`` for a node that failed: that is a result to record.
+A connection lost mid-wait makes the host unreachable, as any task would, after telling the
+peers. Check mode runs nothing (``skipped``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+try:
+    import flagperf_ansible  # noqa: F401
+except ImportError:  # running from a checkout without `pip install`: src/ beside plugins/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from ansible import constants as C
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+from flagperf_ansible.round_wait import RoundBoard, job_status, node_failed
+
+# The launch role's host side, from this collection (this checkout, or the installed one).
+NODE_JOB = Path(__file__).resolve().parents[2] / "roles" / "launch" / "files" / "node_job.py"
+
+
+class ActionModule(ActionBase):
+    # Nothing goes through a temporary folder on the host: no exchange to make or remove one.
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("output_dir", "executable", "slice", "timeout", "grace", "round_id"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        args = self._task.args
+        output_dir = to_text(args.get("output_dir") or "")
+        if not output_dir:
+            raise AnsibleActionFail("output_dir is required")
+        try:
+            slice_s = float(args.get("slice", 10))
+            timeout = float(args["timeout"])
+            grace = float(args.get("grace", 30))
+        except (KeyError, TypeError, ValueError):
+            raise AnsibleActionFail("timeout (required), slice and grace must be numbers of seconds") from None
+        if slice_s <= 0 or timeout <= 0:
+            raise AnsibleActionFail("slice and timeout must be positive")
+        if self._task.check_mode:
+            result.update(changed=False, skipped=True, msg="check mode: nothing waited for")
+            return result
+        round_id = to_text(args.get("round_id") or "")
+        board = RoundBoard(C.DEFAULT_LOCAL_TMP, round_id) if round_id else None
+        host = task_vars.get("inventory_hostname", "")
+        script = NODE_JOB.read_bytes()
+        executable = to_text(args.get("executable") or "python3")
+
+        deadline = time.monotonic() + timeout + grace
+        slices, node, stopped_by = 0, {"finished": 0}, None
+        while True:
+            seconds = max(min(slice_s, deadline - time.monotonic()), 0)
+            command = shlex.join([executable, "-", "wait", "--output-dir", output_dir,
+                                  "--seconds", f"{seconds:.3f}"])
+            try:
+                done = self._low_level_execute_command(command, in_data=script, sudoable=False)
+            except AnsibleConnectionFailure:
+                if board is not None:
+                    board.publish(host, "lost")
+                raise
+            slices += 1
+            node = dict(job_status({"rc": done["rc"], "stdout": to_text(done.get("stdout")),
+                                    "stderr": to_text(done.get("stderr"))}))
+            if node.get("finished"):
+                if board is not None:
+                    board.publish(host, "failed" if node_failed(node) else "ended")
+                break
+            stopped_by = board.stopping_peer(host) if board is not None else None
+            if stopped_by is not None or time.monotonic() >= deadline:
+                break
+        result.update(changed=False, failed=False, node=node, slices=slices, stopped_by=stopped_by,
+                      deadline_passed=not node.get("finished") and stopped_by is None)
+        # The node's own words, for a reader of the task's output.
+        result["msg"] = json.dumps({k: node.get(k) for k in ("finished", "rc", "timed_out", "msg")})
+        return result

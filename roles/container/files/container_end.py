@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""End a node's container and keep its output: the container role's host side at a node's end
+(piped to the host's Python by ``flagperf.benchmark.piped_script``; the Docker SDK for Python,
+which Ansible's Docker modules need on the host too).
+
+    container_end.py --name NAME --output-dir DIR
+
+When the module run that started the container saw it exit (``DIR/job_result.json`` holds its
+result, with the container's output; ``docker_container``'s cleanup removed it), that output
+goes to ``DIR/container.log``. Otherwise (the node was stopped: another node failed, the case
+timed out, the run was interrupted) the container, if it exists, has its log written to
+``DIR/container.log`` and is removed, killed first if it still runs. Prints one JSON line
+(``changed``, ``msg``) and exits 0; 1 when the engine could not be reached or refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+RESULT = "job_result.json"     # node_job.py's: the supervised module run's result
+LOG = "container.log"
+
+
+def ended_output(out: Path) -> str | None:
+    """The container's output from the module's result when the module saw it exit, else None."""
+    try:
+        result = json.loads((out / RESULT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None                 # no result yet: the module run still waited, or was killed
+    container = result.get("container") if isinstance(result, dict) else None
+    if isinstance(container, dict) and isinstance(container.get("Output"), str):
+        return container["Output"]
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="container_end.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--output-dir", required=True)
+    args = parser.parse_args()
+    out = Path(args.output_dir)
+    output = ended_output(out)
+    if output is not None:
+        (out / LOG).write_text(output, encoding="utf-8")
+        print(json.dumps({"changed": False, "msg": "ended by itself: its output kept"}))
+        return 0
+    import docker                   # only here: a node that ended needs no engine
+    from docker.errors import DockerException, NotFound
+
+    try:
+        container = docker.from_env().containers.get(args.name)
+    except NotFound:
+        print(json.dumps({"changed": False, "msg": "no such container"}))
+        return 0
+    except DockerException as err:
+        print(json.dumps({"failed": True, "msg": f"Docker engine: {err}"}))
+        return 1
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / LOG).write_bytes(container.logs(stdout=True, stderr=True))
+        container.remove(force=True)
+    except NotFound:
+        pass                        # removed meanwhile (its module run's cleanup)
+    except DockerException as err:
+        print(json.dumps({"failed": True, "msg": f"could not remove {args.name}: {err}"}))
+        return 1
+    print(json.dumps({"changed": True, "msg": "stopped and removed, its log kept"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

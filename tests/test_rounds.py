@@ -1,0 +1,111 @@
+"""Rounds through site.yml on the local inventory, with the diagnostic case: a round of more
+than a thousand wait slices (the wait is a flat loop: no depth that grows with each slice), and
+a round whose playbook hits an Ansible error, recorded failed with that error (never as
+interrupted), its node stopped and its files fetched."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("benchmarks", "vendors", "roles", "playbooks", "plugins", "collections", "schemas",
+         "inventories", "site.yml", "ansible.cfg")
+CASE = "sleep-pytorch-cpux1x1"
+
+
+class LocalProject:
+    """A copy of the checkout whose diagnostic case takes the given parameters."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.project = tmp_path / "project"
+        self.results = tmp_path / "results"
+        for part in PARTS:
+            source = ROOT / part
+            if source.is_dir():
+                shutil.copytree(source, self.project / part, symlinks=True,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(source, self.project / part)
+        self.env = dict(os.environ, ANSIBLE_CONFIG=str(self.project / "ansible.cfg"),
+                        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+    def run(self, params: dict, slice_s: float, *extra: str) -> subprocess.CompletedProcess:
+        folder = self.project / "vendors/cpu/sleep-pytorch/config"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "cpux1x1.yaml").write_text(yaml.safe_dump(params))
+        shutil.rmtree(self.results, ignore_errors=True)
+        settings = {"flagperf_cases": [{"model": "sleep", "framework": "pytorch", "hardware": "cpu",
+                                        "nnodes": 1, "nproc_per_node": 1, "repeat": 1}],
+                    "flagperf_results_dir": str(self.results), "flagperf_wait_slice": slice_s,
+                    "flagperf_clear_caches": False}
+        return subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/local",
+                               "-e", json.dumps(settings), *extra],
+                              cwd=self.project, env=self.env, capture_output=True, text=True,
+                              timeout=900)
+
+    def round(self) -> dict:
+        (run_dir,) = [p for p in self.results.iterdir() if p.name.startswith("run")]
+        return json.loads((run_dir / CASE / "round1" / "round.json").read_text())
+
+
+def case_processes() -> list[int]:
+    return [p.pid for p in psutil.process_iter(["cmdline"])
+            if any("run_sleep.py" in a for a in p.info["cmdline"] or [])]
+
+
+def test_a_round_of_a_thousand_wait_slices_passes_through_site_yml(tmp_path):
+    local = LocalProject(tmp_path)
+    # What one slice costs here (an exchange with the host and a 10 ms wait there), so that
+    # the long round lasts a thousand slices whatever this machine's speed.
+    done = local.run({"duration": 3.0}, 0.01)
+    assert done.returncode == 0, done.stdout[-3000:]
+    short = local.round()
+    assert short["status"] == "passed", short["reason"]
+    per_slice = 3.0 / short["nodes"][0]["wait_slices"]
+    duration = max(20.0, 1.3 * 1000 * per_slice)
+
+    done = local.run({"duration": duration, "steps": 50}, 0.01)
+    assert done.returncode == 0, done.stdout[-3000:]
+    document = local.round()
+    assert document["status"] == "passed", document["reason"]
+    assert document["nodes"][0]["wait_slices"] >= 1000, (per_slice, document["nodes"][0])
+    assert document["wall_time"] >= duration
+
+
+def test_an_ansible_error_mid_round_fails_the_round_with_that_error(tmp_path):
+    """The wait's own arguments are broken (an extra var beats the round's value): the task
+    fails on the host, the round ends its node (stopped, files fetched) and says why."""
+    local = LocalProject(tmp_path)
+    done = local.run({"duration": 60.0}, 1, "-e", "launch_wait_slice=soon")
+    assert done.returncode == 0, done.stdout[-3000:]     # the round is recorded: the run goes on
+    document = local.round()
+    assert document["status"] == "failed", document["reason"]
+    assert document["reason"].startswith("orchestration error on localhost: Wait for the case:")
+    assert "must be numbers" in document["reason"]
+    assert document["failed_hosts"] == ["localhost"]
+    node = document["nodes"][0]
+    assert "rank0.out.log" in node["files"] and "sys_monitor.csv" in node["files"]
+    assert case_processes() == []             # the 60 s case was stopped, not left running
+
+
+def test_an_ansible_error_that_stops_the_playbook_records_the_round_failed(tmp_path):
+    """An error outside a round's rescue (its record cannot be rendered) stops ansible-playbook
+    with the round in flight: the results callback ends the round and records it failed, with
+    Ansible's words, not as interrupted."""
+    local = LocalProject(tmp_path)
+    done = local.run({"duration": 2.0}, 1, "-e", '{"__round_started_ms": "{{ no_such_variable }}"}')
+    assert done.returncode != 0
+    document = local.round()
+    assert document["status"] == "failed", document["reason"]
+    assert document["reason"].startswith("orchestration error")
+    assert "no_such_variable" in document["reason"], document["reason"]
+    assert case_processes() == []
