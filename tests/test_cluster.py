@@ -138,47 +138,38 @@ CONTAINER_ROLE_PLAYS = """
         dest: "{{ container_output_dir }}/container_result.json"
         mode: "0644"
 
-- name: A node that does not end, stopped after a wait step as a multi-host caller stops it
+- name: A node that does not end, stopped as a multi-host caller stops it
   hosts: node1
   gather_facts: false
   vars:
     <<: *node
     node: "{{ hanging }}"
-    container_wait_steps: 0
   tasks:
     - name: Start the node
       ansible.builtin.include_role:
         name: container
         tasks_from: start
 
-    - name: Take one wait step
+    - name: Let its case run
+      ansible.builtin.wait_for:
+        path: "{{ container_output_dir }}/rank0.out.log"
+        search_regex: STEP_END
+        timeout: 120
+
+    - name: End it (its log kept, the container removed)
       ansible.builtin.include_role:
         name: container
-        tasks_from: wait
-
-    - name: Keep what the wait step saw
-      ansible.builtin.set_fact:
-        container_result: "{{ container_poll | flagperf.benchmark.flagperf_job_status }}"
-
-    - name: Write it down
-      ansible.builtin.copy:
-        content: "{{ container_result | to_json }}"
-        dest: "{{ container_output_dir }}/poll.json"
-        mode: "0644"
-
-    - name: Stop it
-      ansible.builtin.include_role:
-        name: container
-        tasks_from: finish
+        tasks_from: end
 """
 
 
 def test_the_container_role_alone_runs_or_stops_a_node_and_leaves_nothing(cluster, project,
                                                                            tmp_path, venv_env):
-    """The container role's own flow (as an ops team's play would use it): an async
-    docker_container job and waits on the host, then the log kept and the container removed;
-    and a node stopped before it ended (tasks_from start, wait, finish). Neither leaves a
-    container or the job's record in ~/.ansible_async."""
+    """The container role's own flow (as an ops team's play would use it): the
+    docker_container module run supervised on the host and waited for, then the log kept and
+    the container removed;
+    and a node stopped before it ended (tasks_from start, end), its log kept. Neither leaves a
+    container, a process of its module run or the module's result behind."""
     for playbook in ("playbooks/preflight.yml", "playbooks/prepare.yml"):   # the image, the code
         done = subprocess.run(["ansible-playbook", playbook, "-i", str(cluster.inventory)],
                               cwd=project, capture_output=True, text=True, env=venv_env,
@@ -207,33 +198,32 @@ def test_the_container_role_alone_runs_or_stops_a_node_and_leaves_nothing(cluste
                               cwd=project, capture_output=True, text=True, env=venv_env,
                               timeout=600)
         assert done.returncode == 0, done.stdout[-4000:]
-        result = json.loads((output / "container_result.json").read_text())
+        # The node's job is the docker_container module run: its result holds the container's.
+        result = json.loads((output / "container_result.json").read_text())["result"]
         assert result["status"] == 0, result
         assert '"event": "FINISHED"' in (output / "rank0.out.log").read_text()
         assert yaml.safe_load((output / "config.yaml").read_text()) == round_["config"]
-        # The container's own output, if it printed any (the job kept it before removing the
-        # container; the case writes its rank logs).
-        assert (output / "container.log").exists() == bool(result["container"]["Output"])
+        # The container's own output, as the module kept it before removing the container (the
+        # case writes its rank logs; what the launcher printed, if anything, is here).
+        assert (output / "container.log").read_text() == result["container"]["Output"]
         assert {(p.stat().st_uid, p.stat().st_gid) for p in output.iterdir()} == {
             (user.pw_uid, user.pw_gid)}
-        # The hanging node still ran when it was stopped.
-        poll = json.loads((hanging_output / "poll.json").read_text())
-        assert poll == {"started": True, "finished": False, "results_file": poll["results_file"]}
-        assert "skipping: [node1]" not in done.stdout.split(
-            "TASK [container : Remove the container]")[-1].split("TASK")[0]
+        assert not (output / "job_result.json").exists()
+        # The hanging node ran until it was stopped: its container's log is kept.
+        end = done.stdout.rsplit("TASK [container : Keep the container's log and remove it]", 1)[1]
+        assert end.split("PLAY RECAP")[0].strip("* \n") == "changed: [node1]", end[:500]
+        assert (hanging_output / "container.log").is_file()
+        assert not (hanging_output / "job_result.json").exists()
         left = subprocess.run(["docker", "ps", "-a", "--filter", f"name={name}", "--format",
                                "{{.Names}}"], capture_output=True, text=True, check=True).stdout
         assert left == ""
-        kept = [f.name for f in (Path(user.pw_dir) / ".ansible_async").glob("*")
-                if name in f.read_text(errors="replace")]
-        assert kept == []
+        supervisors = [p.pid for p in psutil.process_iter(["cmdline"])
+                       if any(str(folder) in a for a in p.info["cmdline"] or [])]
+        assert supervisors == []
     finally:
         for container in (name, f"{name}-hanging"):
             subprocess.run(["docker", "rm", "-f", container], capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
-        for record in (Path(user.pw_dir) / ".ansible_async").glob("*"):
-            if name in record.read_text(errors="replace"):
-                record.unlink()
 
 
 def test_a_task_that_copies_to_the_host_costs_no_exchange_to_learn_its_home(cluster, venv_env,

@@ -19,12 +19,11 @@ import pytest
 import yaml
 
 import loopback_cluster
+from checkout_copy import copy_checkout
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("benchmarks", "vendors", "roles", "playbooks", "plugins", "collections", "schemas",
-         "site.yml", "ansible.cfg")
 
 
 class Scene:
@@ -32,18 +31,19 @@ class Scene:
     commands that run it on the cluster."""
 
     def __init__(self, cluster, tmp_path: Path, params: dict, runtime: str = "none",
-                 nnodes: int = 2, timeout: int = 120, extra_cases: list | None = None):
+                 nnodes: int = 2, timeout: int = 120, extra_cases: list | None = None,
+                 launcher: str = "python"):
         self.cluster = cluster
         self.project = tmp_path / "project"
         self.results = tmp_path / "results"
-        for part in PARTS:
-            source = ROOT / part
-            if source.is_dir():
-                shutil.copytree(source, self.project / part, symlinks=True,
-                                ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy(source, self.project / part)
+        copy_checkout(self.project)
         self.set_params(params, nnodes)
+        if launcher != "python":
+            # The diagnostic case under a real launcher (torchrun: its workers in sessions of
+            # their own), so that stopping a node is tried on the launcher's process tree.
+            case_yml = self.project / "benchmarks/sleep/pytorch/case.yml"
+            case_yml.write_text(case_yml.read_text().replace("launcher: python",
+                                                             f"launcher: {launcher}"))
         cases = [{"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": nnodes,
                   "nproc_per_node": 1, "repeat": 1, "timeout": timeout}] + (extra_cases or [])
         self.extra = {"flagperf_cases": cases, "flagperf_container_runtime": runtime,
@@ -198,21 +198,29 @@ def test_host_lost_mid_run_fails_its_round_and_the_next_case_runs(cluster, tmp_p
     nothing_left(scene.run_dir().name)
 
 
-def test_container_failing_on_one_host_stops_the_others(cluster, tmp_path):
+@pytest.mark.parametrize("launcher", ["python", "torchrun"])
+def test_container_failing_on_one_host_stops_the_others(cluster, tmp_path, launcher):
     # Rank 1 exits 3 at once; rank 0 then waits forever, as a rank in a collective would.
     scene = Scene(cluster, tmp_path, {"duration": 0.5, "exit_code": 3, "fault_rank": 1},
-                  runtime="docker", timeout=300)
+                  runtime="docker", timeout=300, launcher=launcher)
     done = scene.playbook()
     assert done.returncode == 0, done.stdout[-3000:]
     document = scene.round()
     assert document["status"] == "failed"
-    assert "node2 (exit 3)" in document["reason"] and "stopped node1" in document["reason"]
+    # torchrun exits 1 when a worker failed; the plain launcher is the worker.
+    code = 3 if launcher == "python" else 1
+    assert f"node2 (exit {code})" in document["reason"] and "stopped node1" in document["reason"]
+    # Only the node that failed is to blame; the peer the round stopped is named apart.
+    assert document["failed_hosts"] == ["node2"] and document["stopped_hosts"] == ["node1"]
     nodes = {n["host"]: n for n in document["nodes"]}
-    # node1 would hang until the 300 s timeout (status timeout); it was stopped instead.
-    assert nodes["node2"]["rc"] == 3 and nodes["node1"]["stopped"] is True
-    # What the failed node wrote is kept: its rank log and the container's own log.
-    node2 = scene.run_dir() / "sleep-pytorch-cpux2x1/round1/node2_noderank1"
-    assert '"event": "FINISHED"' in (node2 / "rank1.out.log").read_text()
+    # node1 would hang until the 300 s timeout (status timeout); it was stopped instead, within
+    # about a wait slice of node2's end.
+    assert nodes["node2"]["rc"] == code and nodes["node1"]["stopped"] is True
+    assert document["wall_time"] < 120, document["wall_time"]
+    # What both nodes wrote is kept: the failed node's rank log, the stopped container's log.
+    round_dir = scene.run_dir() / "sleep-pytorch-cpux2x1/round1"
+    assert '"event": "FINISHED"' in (round_dir / "node2_noderank1/rank1.out.log").read_text()
+    assert (round_dir / "node1_noderank0/container.log").is_file()
     nothing_left(scene.run_dir().name)
 
 
@@ -271,12 +279,13 @@ def test_a_docker_round_runs_its_container_as_the_ssh_user_learned_once(cluster,
     nothing_left(scene.run_dir().name)
 
 
-@pytest.mark.parametrize("runtime", ["none", "docker"])
-def test_hang_past_the_timeout_is_killed_and_marked_timeout(cluster, tmp_path, runtime):
-    # docker: the module run that started the container is killed at the timeout, the
+@pytest.mark.parametrize("runtime, launcher", [("none", "python"), ("docker", "torchrun")])
+def test_hang_past_the_timeout_is_killed_and_marked_timeout(cluster, tmp_path, runtime, launcher):
+    # docker: the module run that started the container is stopped at the timeout, the
     # container is not: the round's end removes it (nothing_left checks that no container is
     # left).
-    scene = Scene(cluster, tmp_path, {"duration": 0.5, "hang": True}, runtime=runtime, timeout=8)
+    scene = Scene(cluster, tmp_path, {"duration": 0.5, "hang": True}, runtime=runtime,
+                  timeout=20 if launcher == "torchrun" else 8, launcher=launcher)
     done = scene.playbook()
     assert done.returncode == 0, done.stdout[-3000:]
     document = scene.round()
@@ -306,14 +315,15 @@ def test_a_monitor_that_dies_is_reported_and_the_round_still_counts(cluster, tmp
 
 # The wrapper takes SIGINT and SIGTERM with one handler; ansible-playbook takes them apart
 # (its own SIGINT path, and the results callback's SIGTERM), so both are run there. Each
-# runtime ends its nodes its own way (tasks/<runtime>/end.yml): both are run.
+# runtime ends its nodes its own way (tasks/node_end.yml): both are run, and the docker ones
+# under torchrun (its workers in sessions of their own).
 @pytest.mark.parametrize("entry, signum, runtime", [("wrapper", signal.SIGINT, "docker"),
                                                     ("playbook", signal.SIGINT, "docker"),
                                                     ("playbook", signal.SIGTERM, "none")],
                          ids=["wrapper-SIGINT", "playbook-SIGINT", "playbook-SIGTERM-none"])
 def test_interrupt_stops_everything_and_keeps_the_round(cluster, tmp_path, entry, signum, runtime):
     scene = Scene(cluster, tmp_path, {"duration": 0.5, "hang": True}, runtime=runtime,
-                  timeout=600)
+                  timeout=600, launcher="torchrun" if runtime == "docker" else "python")
     running = (scene.wrapper(background=True) if entry == "wrapper"
                else scene.playbook(background=True))
     try:
@@ -346,7 +356,7 @@ def test_retries_keep_the_failed_attempt_and_resume_runs_only_what_did_not_pass(
     failing = scene.round()
     assert failing["status"] == "failed"
     assert [(a["attempt"], a["status"]) for a in failing["attempts"]] == [(1, "failed")]
-    assert failing["attempts"][0]["failed_hosts"] == ["node1", "node2"]
+    assert failing["attempts"][0]["failed_hosts"] == ["node1", "node2"]     # both exited 4
     assert (run_dir / "sleep-pytorch-cpux2x1/round1/attempts/1/round.json").is_file()
     passed_before = scene.round("sleep-pytorch-cpux1x1")
     assert passed_before["status"] == "passed"

@@ -14,11 +14,10 @@ import psutil
 import pytest
 import yaml
 
+from checkout_copy import copy_checkout
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("benchmarks", "vendors", "roles", "playbooks", "plugins", "collections", "schemas",
-         "inventories", "site.yml", "ansible.cfg")
 CASE = "sleep-pytorch-cpux1x1"
 
 
@@ -28,13 +27,7 @@ class LocalProject:
     def __init__(self, tmp_path: Path) -> None:
         self.project = tmp_path / "project"
         self.results = tmp_path / "results"
-        for part in PARTS:
-            source = ROOT / part
-            if source.is_dir():
-                shutil.copytree(source, self.project / part, symlinks=True,
-                                ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy(source, self.project / part)
+        copy_checkout(self.project)
         self.env = dict(os.environ, ANSIBLE_CONFIG=str(self.project / "ansible.cfg"),
                         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 

@@ -31,7 +31,6 @@ peers. Check mode runs nothing (``skipped``).
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import time

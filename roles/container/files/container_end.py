@@ -7,7 +7,7 @@ which Ansible's Docker modules need on the host too).
 
 When the module run that started the container saw it exit (``DIR/job_result.json`` holds its
 result, with the container's output; ``docker_container``'s cleanup removed it), that output
-goes to ``DIR/container.log``. Otherwise (the node was stopped: another node failed, the case
+goes to ``DIR/container.log`` (empty when it printed nothing). Otherwise (the node was stopped: another node failed, the case
 timed out, the run was interrupted) the container, if it exists, has its log written to
 ``DIR/container.log`` and is removed, killed first if it still runs. Prints one JSON line
 (``changed``, ``msg``) and exits 0; 1 when the engine could not be reached or refused.
