@@ -18,7 +18,10 @@ Options:
   gives up ``grace`` seconds (default 30) later (``deadline_passed``), should the host's word
   never come;
 * ``round_id`` (default ``""``: a node alone): the round's start, shared by its nodes (e.g.
-  ``<case_id>/round<k>@<started_ms>``): its nodes publish how they ended and read their peers'.
+  ``<case_id>/round<k>@<started_ms>``): its nodes publish how they ended and read their peers';
+* ``publish`` (``failed``, with ``round_id``): wait for nothing, only tell the round's other
+  nodes that this one failed (a round's rescue, when a task failed on this host before or
+  during its wait: its peers must not wait for it until the timeout).
 
 Returns ``node`` (``node_job.py wait``'s last report: ``finished``, ``rc``, ``timed_out``,
 ``msg``, ``stdout``, and ``result``, a supervised module's), ``slices`` (exchanges made),
@@ -55,7 +58,8 @@ NODE_JOB = Path(__file__).resolve().parents[2] / "roles" / "launch" / "files" / 
 class ActionModule(ActionBase):
     # Nothing goes through a temporary folder on the host: no exchange to make or remove one.
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("output_dir", "executable", "slice", "timeout", "grace", "round_id"))
+    _VALID_ARGS = frozenset(("output_dir", "executable", "slice", "timeout", "grace", "round_id",
+                             "publish"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -78,6 +82,12 @@ class ActionModule(ActionBase):
         round_id = to_text(args.get("round_id") or "")
         board = RoundBoard(C.DEFAULT_LOCAL_TMP, round_id) if round_id else None
         host = task_vars.get("inventory_hostname", "")
+        if args.get("publish"):
+            if board is None or args["publish"] != "failed":
+                raise AnsibleActionFail("publish takes failed, with a round_id")
+            board.publish(host, "failed")
+            result.update(changed=False, msg="told the round's other nodes that this one failed")
+            return result
         script = NODE_JOB.read_bytes()
         executable = to_text(args.get("executable") or "python3")
 
