@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn
 
 
@@ -51,9 +52,19 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
 
 
 def shutdown(info: DistInfo, timeout_s: float = 60.0) -> bool:
-    """Leave the process group, waiting at most ``timeout_s`` seconds (no-op in a single process).
+    """Leave the process group and free it, waiting at most ``timeout_s`` seconds (no-op in a
+    single process). Delete the case's ``DistributedDataParallel`` model first.
 
-    Returns True once ``destroy_process_group`` returned, False when it had not after
+    The group is freed here, through this function's Python handle on it: that handle's
+    destructor releases the GIL while gloo's ``~ProcessGroupGloo`` joins its worker threads.
+    Were DDP's C++ Reducer its last holder instead (the model freed when ``main()`` returns), it
+    would be freed with the GIL held, while a gloo worker may still need the GIL to drop the
+    last collective's tensors: both wait for ever, and the rank never ends after FINISHED
+    (py-spy: the main thread in ``~Reducer`` -> ``~ProcessGroupGloo``, a ``pt_gloo_runloop``
+    thread in ``~AsyncAllreduceWork`` -> ``gil_scoped_acquire``). Should gloo workers outlive
+    the handle (something else still holds the group), a line on stderr says so.
+
+    Returns True once the group was left, False when that had not happened after
     ``timeout_s`` seconds: then the rank's thread stacks go to stderr and the caller goes on
     (to ``exit_rank``), so that a rank which wrote FINISHED cannot hold its node until the case
     timeout. Should the call block while holding the GIL, this function cannot regain control:
@@ -63,6 +74,7 @@ def shutdown(info: DistInfo, timeout_s: float = 60.0) -> bool:
     if info.world_size == 1:
         return True
     import faulthandler
+    import gc
     import threading
 
     import torch
@@ -77,7 +89,10 @@ def shutdown(info: DistInfo, timeout_s: float = 60.0) -> bool:
         try:
             if device is not None:
                 torch.cuda.set_device(device)
+            group = torch_dist.group.WORLD
+            gc.collect()  # a DDP wrapper caught in a reference cycle goes now, not at exit
             torch_dist.destroy_process_group()
+            del group  # the last reference: the group is freed here, the GIL released
         except BaseException as error:  # handed to the caller below
             errors.append(error)
         left.set()
@@ -94,7 +109,23 @@ def shutdown(info: DistInfo, timeout_s: float = 60.0) -> bool:
         faulthandler.cancel_dump_traceback_later()
     if errors:
         raise errors[0]
+    if gloo_workers():
+        print("driver.dist: gloo worker threads outlive the process group's handle: something "
+              "still holds the group (a DistributedDataParallel model not deleted before "
+              "shutdown?); it is freed later, maybe with the GIL held", file=sys.stderr, flush=True)
     return True
+
+
+def gloo_workers() -> int:
+    """The gloo worker threads (``pt_gloo_runloop``, one per thread of a gloo group) alive in this
+    process: none once every gloo group is freed. Linux only (0 elsewhere)."""
+    count = 0
+    for comm in Path("/proc/self/task").glob("*/comm"):
+        try:
+            count += comm.read_text().strip() == "pt_gloo_runloop"
+        except OSError:  # the thread ended meanwhile
+            pass
+    return count
 
 
 def exit_rank(status: int) -> NoReturn:

@@ -165,6 +165,9 @@ def main() -> int:
     log.log(perflog.FINISHED, clock.finished(
         int(num_trained_samples), converged, final_acc1=acc1, target_acc1=target,
         epochs=epoch + 1, global_steps=step, world_size=info.world_size))
+    # DDP's C++ Reducer holds the process group: left to main()'s return, it would free the
+    # group with the GIL held, which can deadlock with gloo's threads (see driver.dist.shutdown).
+    del model
     shutdown(info)
     return 0
 
