@@ -9,6 +9,7 @@ sometimes (2 of 15 two-node attempts of the code before the fix on 2 cores), so 
 what rules it out: no gloo worker thread is left once ``shutdown`` returned.
 """
 
+import contextlib
 import os
 import signal
 import socket
@@ -17,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import yaml
 from PIL import Image
 
@@ -114,7 +116,12 @@ def test_two_node_ranks_free_their_group_and_end_after_finished(project, tmp_pat
     finally:
         for process in nodes.values():
             if process.poll() is None:
+                # torchrun starts its ranks in process groups of their own
+                ranks = psutil.Process(process.pid).children(recursive=True)
                 os.killpg(process.pid, signal.SIGKILL)
+                for rank in ranks:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        rank.kill()
                 process.wait()
     logs = "\n".join(f"--- node{n}: rank log\n{rank_log(n)[-2500:]}\n--- node{n}: launcher\n"
                      + (tmp_path / f"node{n}" / "launcher.log").read_text()[-1500:]
