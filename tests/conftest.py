@@ -14,6 +14,14 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+# torch's dynamo refuses to load once ansible-core has patched sys.intern (its SysInternPatch is
+# not a function), and the optimizers load dynamo on first use: load it before any test module
+# imports ansible, so that the trainer tests may run in the same process as the playbook tests.
+try:
+    import torch._dynamo  # noqa: F401
+except ImportError:       # a controller-only environment: no torch, no trainer tests
+    pass
+
 
 @pytest.fixture(scope="session")
 def project() -> Path:

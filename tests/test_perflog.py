@@ -89,3 +89,66 @@ def test_exit_rank_flushes_the_output_then_ends_with_the_status(tmp_path):
     assert done.returncode == 3
     assert '"event": "FINISHED"' in done.stdout
     assert done.stdout.endswith("no newline yet")
+
+
+# upstream FlagPerf training/benchmarks/driver/event.py, class Event (every member).
+FLAGPERF_EVENTS = (
+    "INIT_START", "INIT_END", "TRAIN_START", "TRAIN_END", "EPOCH_BEGIN", "EPOCH_END",
+    "STEP_BEGIN", "STEP_END", "BACKWARD", "INIT_EVALUATION", "EVALUATE", "LAUNCH_TRAINING",
+    "CONVERT_MODEL", "CREATE_OPTIMIZER", "MODEL_TO_FP16", "MODEL_TO_DDP", "FINISHED",
+    "SUBMIT_INFO",
+)
+
+
+def test_every_flagperf_inference_and_base_event_is_written_and_parsed(tmp_path):
+    inference = ("VALIDATION_START", "VALIDATION_END", "EXPORT_START", "EXPORT_END",
+                 "COMPILE_START", "COMPILE_END", "INFERENCE_START", "INFERENCE_END", "FORWARD")
+    names = FLAGPERF_EVENTS + inference + ("BENCHMARK_START", "BENCHMARK_END")
+    assert all(getattr(emitter, name) == name for name in names)
+    assert set(emitter.EVENTS) == set(names)
+    assert set(emitter.FLAGPERF_INFERENCE_PHASES.values()) <= set(emitter.EVENTS)
+    stream = io.StringIO()
+    log = emitter.PerfLogger(rank=0, stream=stream)
+    for number, name in enumerate(names):
+        log.log(name, {"n": number})
+    path = tmp_path / "rank0.out.log"
+    path.write_text(stream.getvalue())
+    events = parser.parse_rank_log(path).events
+    assert [(e["event"], e["value"]["n"]) for e in events] == [(n, i) for i, n in enumerate(names)]
+
+
+def helper_logging_for_its_caller(log):
+    return log.log(emitter.EVALUATE, {"acc1": 1.0}, stacklevel=2)
+
+
+def test_metadata_names_the_line_that_logged():
+    import sys
+
+    log = emitter.PerfLogger(stream=io.StringIO())
+    line = sys._getframe().f_lineno + 1
+    direct = log.log(emitter.STEP_END, {"loss": 1.0})["metadata"]
+    line_of_helper_call = sys._getframe().f_lineno + 1
+    through_helper = helper_logging_for_its_caller(log)["metadata"]
+    assert (direct["file"], direct["lineno"]) == (__file__, line)
+    assert (through_helper["file"], through_helper["lineno"]) == (__file__, line_of_helper_call)
+
+
+def test_tensors_and_numpy_scalars_are_written_as_numbers_and_non_finite_as_null():
+    import numpy as np
+    import pytest
+    import torch
+
+    stream = io.StringIO()
+    log = emitter.PerfLogger(stream=stream)
+    log.log(emitter.STEP_END, {"loss": torch.tensor(0.5), "lr": np.float32(0.25),
+                               "steps": np.int64(3), "list": [torch.tensor(2), 1.0]})
+    log.log(emitter.EVALUATE, {"acc1": torch.tensor(float("nan")), "inf": float("inf"),
+                               "nested": {"x": np.float64("-inf")}, 7: "int key"})
+    first, second = (json.loads(line.removeprefix("[PerfLog] "))["value"]
+                     for line in stream.getvalue().splitlines())
+    assert first == {"loss": 0.5, "lr": 0.25, "steps": 3, "list": [2, 1.0]}
+    assert second == {"acc1": None, "inf": None, "nested": {"x": None}, "7": "int key"}
+    from pathlib import Path
+
+    with pytest.raises(TypeError):
+        log.log(emitter.SUBMIT_INFO, {"config_path": Path("/x")})

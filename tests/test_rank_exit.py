@@ -25,16 +25,18 @@ from PIL import Image
 
 from flagperf_ansible.cases import effective_config, load_case
 from flagperf_ansible.casespec import CaseSpec
-from flagperf_ansible.launch import launch_argv, launch_env
+from flagperf_ansible.launchers import launch_argv, launch_env
 
-# Runs the real entry point with ``shutdown`` wrapped: after it returns, the rank writes how many
-# gloo worker threads (named pt_gloo_runloop by torch) are still alive.
+# Runs the real entry point with ``driver.dist.shutdown`` (which the trainer calls) wrapped: after
+# it returns, the rank writes how many gloo worker threads (named pt_gloo_runloop by torch) are
+# still alive.
 PROBE = """\
 import importlib.util, pathlib
 spec = importlib.util.spec_from_file_location("run_pretraining", {entry!r})
 case = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(case)
-real_shutdown = case.shutdown
+from driver import dist  # the case put benchmarks/ on sys.path
+real_shutdown = dist.shutdown
 
 def shutdown(info, *args, **kwargs):
     left = real_shutdown(info, *args, **kwargs)
@@ -47,7 +49,7 @@ def shutdown(info, *args, **kwargs):
     print(f"probe: left {{left}}, gloo workers {{workers}}", flush=True)
     return left
 
-case.shutdown = shutdown
+dist.shutdown = shutdown
 case.exit_rank(case.main())
 """
 FINISHED = '"event": "FINISHED"'
@@ -77,12 +79,14 @@ def test_two_node_ranks_free_their_group_and_end_after_finished(project, tmp_pat
     data = write_images(tmp_path / "data")
     spec = CaseSpec(model="resnet50", framework="pytorch", hardware="cpu", nnodes=2,
                     nproc_per_node=1)
-    config, _ = effective_config(project, load_case(project, "resnet50", "pytorch"), spec, "cpu")
+    config, _, _ = effective_config(project, load_case(project, "resnet50", "pytorch"), spec, "cpu")
     config["epochs"] = 1
     (tmp_path / "probe.py").write_text(
         PROBE.format(entry=str(project / "benchmarks/resnet50/pytorch/run_pretraining.py")))
+    (tmp_path / "vendors").symlink_to(project / "vendors")  # the checkout root is tmp_path
     round_ = {"launcher": "torchrun", "entry": "probe.py", "nnodes": 2, "nproc_per_node": 1,
-              "master_addr": "127.0.0.1"}
+              "master_addr": "127.0.0.1", "nodes": ["127.0.0.1"] * 2, "env": {},
+              "vendor_dir": "vendors/cpu"}
     port = free_port()
     nodes = {}
     for node in (0, 1):
@@ -93,7 +97,8 @@ def test_two_node_ranks_free_their_group_and_end_after_finished(project, tmp_pat
         with open(out / "launcher.log", "w") as log:
             nodes[node] = subprocess.Popen(
                 argv, cwd=out, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, env={**os.environ, **launch_env(round_, node, port)})
+                start_new_session=True,
+                env={**os.environ, **launch_env(round_, node, str(tmp_path), port)})
 
     def rank_log(node: int) -> str:
         path = tmp_path / f"node{node}" / f"rank{node}.out.log"

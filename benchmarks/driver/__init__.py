@@ -1,2 +1,3 @@
 """Helpers every standard case uses inside the container: PerfLog, distributed setup, config,
-per-rank output and the FINISHED figures. Imports nothing from the controller package."""
+per-rank output, the FINISHED figures and the convergence target. Imports nothing from the
+controller package, and no framework: the PyTorch trainer lives in ``driver.torch``."""

@@ -1,14 +1,17 @@
 """ResNet-50 training to a top-1 target, one process per rank (launched by torchrun).
 
-Writes PerfLog events to ``<output_dir>/rank<R>.out.log`` and ends with FINISHED carrying the
-standard figures (see ``driver/finished.py``), ``final_acc1`` and ``target_acc1`` (top-1, %).
-Exit status 0 when training ran to the end, converged or not; non-zero on an error.
+What is ResNet-50's here: the model (``model.py``), the ImageFolder data (``image_folder.py``),
+SGD with momentum and its parameter groups, the warmup-cosine learning rate, and top-1 accuracy;
+the loop, precision, distribution, vendor hooks and PerfLog are the driver's trainer
+(``driver/torch/trainer.py``). Writes PerfLog events to ``<output_dir>/rank<R>.out.log`` and
+ends with FINISHED carrying the standard figures (``driver/finished.py``), ``final_acc1`` and
+``target_acc1`` (top-1, %). Exit status 0 when training ran to the end, converged or not;
+non-zero on an error.
 """
 
 from __future__ import annotations
 
 import math
-import random
 import sys
 from pathlib import Path
 
@@ -18,11 +21,9 @@ sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from driver import perflog  # noqa: E402
-from driver.case_io import load_config, parse_case_args, redirect_rank_output  # noqa: E402
-from driver.dist import (DistInfo, all_reduce_sum, dist_info, exit_rank, init_distributed,  # noqa: E402
-                         shutdown)
-from driver.finished import RoundClock  # noqa: E402
+from driver.convergence import Target  # noqa: E402
+from driver.dist import exit_rank  # noqa: E402
+from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan  # noqa: E402
 from image_folder import ImageFolder  # noqa: E402
 from model import build_resnet50  # noqa: E402
 
@@ -47,129 +48,45 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def evaluate(model, loader, device, info: DistInfo, autocast) -> float:
-    """Top-1 accuracy in % over the whole validation split (each rank scores its shard)."""
-    model.eval()
-    correct = total = 0
-    with torch.no_grad(), autocast():
-        for images, labels in loader:
-            logits = model(pixel_values=images.to(device)).logits
-            correct += int((logits.argmax(1).cpu() == labels).sum())
-            total += len(labels)
-    correct, total = all_reduce_sum([correct, total], info)
-    model.train()
-    return 100.0 * correct / max(total, 1)
+def warmup_cosine(optimizer: torch.optim.Optimizer, plan: TrainingPlan, warmup_epochs: float):
+    """The per-update schedule: ``warmup_epochs`` of linear warmup, cosine to the planned end."""
+    warmup_steps = max(1, round(plan.steps_per_epoch * warmup_epochs))
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, warmup_steps, plan.total_steps))
+
+
+def resnet50_case(config: dict, data_dir: Path) -> TrainingCase:
+    train_set = ImageFolder(data_dir / "train", config, train=True)
+    val_set = ImageFolder(data_dir / "val", config, train=False)
+    num_labels = len(train_set.classes)
+
+    def train_loss(model, batch):
+        images, labels = batch
+        logits = model(pixel_values=images).logits
+        return F.cross_entropy(logits, labels, label_smoothing=float(config["label_smoothing"]))
+
+    def correct_and_count(model, batch):
+        images, labels = batch
+        logits = model(pixel_values=images).logits
+        return {"correct": int((logits.argmax(1) == labels).sum()), "count": len(labels)}
+
+    return TrainingCase(
+        train_set=train_set, val_set=val_set,
+        build_model=lambda: build_resnet50(num_labels, bool(config["zero_init_residual"])),
+        create_optimizer=lambda model, ctx: make_optimizer(model, config),
+        train_loss=train_loss,
+        eval_sum_names=("correct", "count"), eval_sums=correct_and_count,
+        eval_metric=lambda sums: 100.0 * sums["correct"] / max(sums["count"], 1),
+        target=Target("acc1", float(config["target_acc1"]), higher_is_better=True),
+        create_scheduler=lambda optimizer, plan: warmup_cosine(
+            optimizer, plan, float(config["warmup_epochs"])),
+        model_info={"num_labels": num_labels},
+    )
 
 
 def main() -> int:
-    args = parse_case_args(__doc__.splitlines()[0])
-    info = dist_info()
-    redirect_rank_output(args.output_dir, info.rank)
-    config = load_config(args.config)
-    use_cuda = torch.cuda.is_available()
-    device = torch.device("cuda", info.local_rank) if use_cuda else torch.device("cpu")
-    clock = RoundClock(sync=torch.cuda.synchronize if use_cuda else None)
-    log = perflog.PerfLogger(rank=info.rank)
-
-    log.log(perflog.INIT_START)
-    clock.mark_init_start()
-    info = init_distributed(config["dist_backend"])
-    seed = int(config["seed"]) + info.rank
-    random.seed(seed)
-    torch.manual_seed(int(config["seed"]))  # same initial weights on every rank
-    if use_cuda:
-        torch.cuda.set_device(device)
-
-    data_dir = Path(args.data_dir)
-    train_set = ImageFolder(data_dir / "train", config, train=True)
-    val_set = ImageFolder(data_dir / "val", config, train=False)
-    if info.world_size > 1:
-        sampler = torch.utils.data.distributed.DistributedSampler(
-            train_set, num_replicas=info.world_size, rank=info.rank, shuffle=True,
-            seed=int(config["seed"]), drop_last=True)
-    else:
-        sampler = torch.utils.data.RandomSampler(train_set)
-    train_loader = torch.utils.data.DataLoader(
-        train_set, batch_size=int(config["train_batch_size"]), sampler=sampler,
-        num_workers=int(config["num_workers"]), drop_last=True, pin_memory=use_cuda)
-    val_shard = torch.utils.data.Subset(val_set, range(info.rank, len(val_set), info.world_size))
-    val_loader = torch.utils.data.DataLoader(
-        val_shard, batch_size=int(config["eval_batch_size"]), shuffle=False,
-        num_workers=int(config["num_workers"]), pin_memory=use_cuda)
-
-    model = build_resnet50(len(train_set.classes), bool(config["zero_init_residual"])).to(device)
-    log.log(perflog.CONVERT_MODEL, {"model": "resnet50", "num_labels": len(train_set.classes)})
-    optimizer = make_optimizer(model, config)
-    log.log(perflog.CREATE_OPTIMIZER, {"optimizer": "sgd", "learning_rate": config["learning_rate"]})
-    if info.world_size > 1:
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[info.local_rank] if use_cuda else None)
-        log.log(perflog.MODEL_TO_DDP, {"world_size": info.world_size})
-    amp = config["precision"] == "amp"
-    if config["precision"] not in ("fp32", "amp"):
-        raise SystemExit(f"precision {config['precision']!r}: expected fp32 or amp")
-
-    def autocast():
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp)
-
-    steps_per_epoch = len(train_loader)
-    total_steps = steps_per_epoch * int(config["epochs"])
-    warmup_steps = max(1, round(steps_per_epoch * float(config["warmup_epochs"])))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, warmup_steps, total_steps))
-    target = float(config["target_acc1"])
-    log_freq = max(1, int(config["log_freq"]))
-    clock.mark_init_end()
-    log.log(perflog.INIT_END)
-
-    log.log(perflog.TRAIN_START)
-    clock.mark_train_start()
-    model.train()
-    step = samples = 0
-    acc1 = 0.0
-    converged = False
-    for epoch in range(int(config["epochs"])):
-        if isinstance(sampler, torch.utils.data.distributed.DistributedSampler):
-            sampler.set_epoch(epoch)
-        log.log(perflog.EPOCH_BEGIN, {"epoch": epoch + 1})
-        for images, labels in train_loader:
-            images = images.to(device, non_blocking=True)
-            labels = labels.to(device, non_blocking=True)
-            with clock.compute():
-                with autocast():
-                    logits = model(pixel_values=images).logits
-                    loss = F.cross_entropy(logits, labels,
-                                           label_smoothing=float(config["label_smoothing"]))
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-            scheduler.step()
-            step += 1
-            samples += len(labels)
-            if step % log_freq == 0:
-                log.log(perflog.STEP_END, {
-                    "epoch": epoch + 1, "global_steps": step, "loss": float(loss),
-                    "learning_rate": scheduler.get_last_lr()[0],
-                    "num_trained_samples": samples * info.world_size})
-        with clock.evaluation():
-            acc1 = evaluate(model, val_loader, device, info, autocast)
-        log.log(perflog.EVALUATE, {"epoch": epoch + 1, "acc1": acc1})
-        log.log(perflog.EPOCH_END, {"epoch": epoch + 1})
-        converged = acc1 >= target
-        if converged and config["stop_at_target"]:
-            break
-    clock.mark_train_end()
-    log.log(perflog.TRAIN_END)
-
-    (num_trained_samples,) = all_reduce_sum([samples], info)
-    log.log(perflog.FINISHED, clock.finished(
-        int(num_trained_samples), converged, final_acc1=acc1, target_acc1=target,
-        epochs=epoch + 1, global_steps=step, world_size=info.world_size))
-    # DDP's C++ Reducer holds the process group: left to main()'s return, it would free the
-    # group with the GIL held, which can deadlock with gloo's threads (see driver.dist.shutdown).
-    del model
-    shutdown(info)
-    return 0
+    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="resnet50")
+    return trainer.fit(resnet50_case(trainer.config, trainer.data_dir))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Compare the resnet50 case on the driver's trainer with the case as it was before it (commit
+8513f15: its own 100-line loop), side by side in the same run.
+
+    python bench/trainer_parity.py [--data-dir DIR] [--rounds 1] [--commit 8513f15]
+
+The old case (``benchmarks/resnet50/pytorch/`` with the ``benchmarks/driver/`` it used) is taken
+from git at ``--commit`` (``git archive``) into a temporary folder; the new one is this checkout's.
+Both run the ``cpu`` profile's effective configuration (hardware ``cpu``, vendor ``cpu``, 1 node
+x 1 process: ``flagperf_ansible.cases.effective_config``) on the digits data
+(``flagperf-ansible data prepare digits DIR``; written to a temporary folder when
+``--data-dir`` is not given), one process each, directly (no torchrun, no vendor hooks),
+alternating old then new for ``--rounds`` rounds. Figures per case (medians over rounds):
+
+* ``wall``: the process's wall time, start to exit (s);
+* ``e2e_time``, ``p_whole``, ``p_train``, ``p_core``, ``final_acc1``, ``epochs``,
+  ``num_trained_samples``: FINISHED's values (s, samples/s, %);
+
+with ``new/old`` beside each. The schedule, seeds and data order are the same, so the loss
+curve and final top-1 should match (bit for bit on the same machine), and the throughputs
+should differ by no more than run-to-run noise. It prints figures only: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from flagperf_ansible.cases import effective_config, load_case  # noqa: E402
+from flagperf_ansible.casespec import CaseSpec  # noqa: E402
+from flagperf_ansible.perflog import parse_rank_log  # noqa: E402
+
+ENTRY = Path("benchmarks/resnet50/pytorch/run_pretraining.py")
+FIGURES = ("wall", "e2e_time", "p_whole", "p_train", "p_core", "final_acc1", "epochs",
+           "num_trained_samples")
+
+
+def extract_old_case(commit: str, target: Path) -> Path:
+    """``benchmarks/driver`` and ``benchmarks/resnet50`` at ``commit`` under ``target``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "benchmarks/driver",
+         "benchmarks/resnet50"], check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target / ENTRY
+
+
+def cpu_profile_config() -> dict:
+    spec = CaseSpec(model="resnet50", framework="pytorch", hardware="cpu", nnodes=1,
+                    nproc_per_node=1)
+    config, _, _ = effective_config(ROOT, load_case(ROOT, "resnet50", "pytorch"), spec, "cpu")
+    return config
+
+
+def run_case(entry: Path, config: Path, data_dir: Path, output_dir: Path) -> dict:
+    """Run one case process; FINISHED's values and its wall time."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "FLAGPERF_VENDOR_DIR")}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, str(entry), "--config", str(config), "--output_dir",
+                           str(output_dir), "--data_dir", str(data_dir)],
+                          env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - start
+    log = output_dir / "rank0.out.log"
+    finished = parse_rank_log(log).finished if log.is_file() else None
+    if done.returncode != 0 or finished is None:
+        tail = log.read_text(errors="replace")[-3000:] if log.is_file() else done.stderr[-3000:]
+        raise RuntimeError(f"{entry} ended with status {done.returncode}:\n{tail}")
+    return {"wall": wall, **finished}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--commit", default="8513f15")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        data_dir = args.data_dir
+        if data_dir is None:
+            from flagperf_ansible.data import prepare_digits
+
+            data_dir = work / "digits"
+            prepare_digits(data_dir)
+        config = work / "config.yaml"
+        config.write_text(yaml.safe_dump(cpu_profile_config()))
+        entries = {"old": extract_old_case(args.commit, work / "old"), "new": ROOT / ENTRY}
+        results: dict[str, list[dict]] = {name: [] for name in entries}
+        for round_ in range(1, args.rounds + 1):
+            for name, entry in entries.items():
+                results[name].append(run_case(entry, config, data_dir,
+                                              work / f"{name}-round{round_}"))
+                print(f"round {round_} {name}: done in {results[name][-1]['wall']:.1f} s",
+                      flush=True)
+
+    print(f"\nresnet50 cpu profile, 1 process, {args.rounds} round(s) each, medians; "
+          f"old = {args.commit}'s run_pretraining.py, new = this checkout's; "
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    print(f"{'figure':<20} {'old':>12} {'new':>12} {'new/old':>8}")
+    for figure in FIGURES:
+        old = statistics.median(float(r[figure]) for r in results["old"])
+        new = statistics.median(float(r[figure]) for r in results["new"])
+        ratio = f"{new / old:.3f}" if old else "-"
+        print(f"{figure:<20} {old:>12.3f} {new:>12.3f} {ratio:>8}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""A case's convergence target: the metric it trains for, the value to reach, and which way is
+better (top-1 accuracy rises to a target, a validation loss falls to one)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Target:
+    """Reach ``value`` of ``metric``; ``higher_is_better`` says from which side.
+
+    Args:
+        metric: the metric's name in FINISHED keys (``acc1`` gives ``final_acc1`` and
+            ``target_acc1``).
+        value: the target, in the metric's unit (e.g. % for ``acc1``).
+        higher_is_better: True for accuracies (reached at ``>= value``), False for losses and
+            errors (reached at ``<= value``).
+
+    Raises:
+        ValueError: an empty metric name or a non-finite target.
+    """
+
+    metric: str
+    value: float
+    higher_is_better: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.metric:
+            raise ValueError("a convergence target needs a metric name")
+        if not math.isfinite(float(self.value)):
+            raise ValueError(f"target {self.metric}: {self.value!r} is not a finite number")
+
+    def reached(self, value: float | None) -> bool:
+        """Whether ``value`` meets the target (the bound included); None and NaN never do."""
+        if value is None or math.isnan(value):
+            return False
+        return value >= self.value if self.higher_is_better else value <= self.value
+
+    def finished_figures(self, final: float | None) -> dict[str, Any]:
+        """``{"final_<metric>": final, "target_<metric>": value}`` for the FINISHED event."""
+        return {f"final_{self.metric}": final, f"target_{self.metric}": float(self.value)}

@@ -1,0 +1,435 @@
+"""One training loop for the PyTorch training cases: a case gives its model, data and maths
+(:class:`TrainingCase`); the trainer does the rest, the same way for every case.
+
+What the trainer does, per rank (launched by torchrun, or alone):
+
+* init (INIT_START..INIT_END): the vendor's hooks (``vendor_hooks``), the device they choose,
+  the process group (``dist_backend``), seeds (``seed``: Python's ``random`` and numpy get
+  ``seed + rank``, torch ``seed`` so that every rank starts from the same weights), the data
+  loaders (a ``DistributedSampler`` over ranks, whole batches only; each rank evaluates every
+  ``world_size``-th validation sample), the model through the hooks ``convert_model``,
+  ``create_optimizer``, ``model_to_fp16`` and ``model_to_ddp`` (each with its PerfLog event),
+  the case's learning-rate schedule and, in fp16, a ``torch.amp.GradScaler``;
+* training (TRAIN_START..TRAIN_END): autocast to bf16 (``precision: amp`` or ``bf16``) or fp16
+  (``fp16``, with the scaler); ``gradient_accumulation_steps`` micro-batches per optimizer
+  update (the loss divided by their number, DDP's gradient reduction only on the last one); a
+  STEP_END event every ``log_freq`` updates; evaluation at the end of every epoch, or every
+  ``eval_interval_samples`` trained samples (over all ranks) and once more at the end;
+* termination at the first of ``epochs``, ``max_steps`` (optimizer updates) and ``max_samples``
+  (trained samples over all ranks) that is set, or once the case's target is reached with
+  ``stop_at_target``;
+* FINISHED with ``driver.finished.RoundClock``'s figures, ``converged``, ``final_<metric>``,
+  ``target_<metric>``, ``epochs``, ``global_steps`` and ``world_size``; then the process group
+  is left cleanly (``driver.dist.shutdown``, the DDP model deleted first).
+
+Configuration keys it reads (the case's effective configuration): ``train_batch_size`` and
+``eval_batch_size`` (per process), at least one of ``epochs``/``max_steps``/``max_samples``
+(0 or absent: no limit), and optionally ``precision`` (fp32), ``gradient_accumulation_steps``
+(1), ``eval_interval_samples`` (0: every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
+``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import torch
+
+from driver import dist, perflog
+from driver.case_io import load_config, parse_case_args, redirect_rank_output
+from driver.convergence import Target
+from driver.finished import RoundClock
+from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hooks
+
+#: ``precision`` values and the dtype autocast runs in (None: no autocast). ``amp`` is bf16,
+#: as the cases' ``precision_peak`` maps it.
+AUTOCAST_DTYPES = {"fp32": None, "amp": torch.bfloat16, "bf16": torch.bfloat16,
+                   "fp16": torch.float16}
+
+Batch = Any  # what the case's DataLoader yields: tensors, or tuples, lists or dicts of them
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """The trainer's part of a case's configuration (see the module docstring)."""
+
+    train_batch_size: int
+    eval_batch_size: int
+    epochs: int = 0
+    max_steps: int = 0
+    max_samples: int = 0
+    precision: str = "fp32"
+    gradient_accumulation_steps: int = 1
+    eval_interval_samples: int = 0
+    stop_at_target: bool = True
+    log_freq: int = 50
+    num_workers: int = 0
+    seed: int = 0
+    dist_backend: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "TrainerSettings":
+        """Read the settings from ``config``; other keys are the case's and left alone.
+
+        Raises:
+            ValueError: a batch size is missing or not positive, no termination is set, a count
+                is negative, or ``precision`` is not one of ``AUTOCAST_DTYPES``.
+        """
+        def count(key: str, default: int) -> int:
+            value = config.get(key)
+            value = default if value is None else int(value)
+            if value < 0:
+                raise ValueError(f"config {key}: {value} is negative")
+            return value
+
+        for key in ("train_batch_size", "eval_batch_size"):
+            if int(config.get(key) or 0) <= 0:
+                raise ValueError(f"config {key}: a positive batch size per process is required")
+        settings = cls(
+            train_batch_size=int(config["train_batch_size"]),
+            eval_batch_size=int(config["eval_batch_size"]),
+            epochs=count("epochs", 0), max_steps=count("max_steps", 0),
+            max_samples=count("max_samples", 0),
+            precision=str(config.get("precision") or "fp32"),
+            gradient_accumulation_steps=max(1, count("gradient_accumulation_steps", 1)),
+            eval_interval_samples=count("eval_interval_samples", 0),
+            stop_at_target=bool(config.get("stop_at_target", True)),
+            log_freq=max(1, count("log_freq", 50)), num_workers=count("num_workers", 0),
+            seed=int(config.get("seed") or 0), dist_backend=config.get("dist_backend") or None,
+        )
+        if settings.precision not in AUTOCAST_DTYPES:
+            raise ValueError(f"config precision: {settings.precision!r}, expected one of "
+                             + ", ".join(AUTOCAST_DTYPES))
+        if not (settings.epochs or settings.max_steps or settings.max_samples):
+            raise ValueError("config: set at least one of epochs, max_steps, max_samples")
+        return settings
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """What a learning-rate schedule needs: ``steps_per_epoch`` (optimizer updates per epoch,
+    fractional when an epoch's batches are not a multiple of the accumulation), ``total_steps``
+    (updates the run is planned for: the first limit that applies) and ``global_batch_size``
+    (samples per update over all ranks)."""
+
+    steps_per_epoch: float
+    total_steps: int
+    global_batch_size: int
+
+
+@dataclass
+class TrainingCase:
+    """What a case gives the trainer.
+
+    Attributes:
+        train_set, val_set: map-style data sets yielding batches' items.
+        build_model: a new, randomly initialised model (moved to the device by the trainer).
+        create_optimizer: ``(model, ctx) -> Optimizer`` (a vendor's ``create_optimizer``
+            hook replaces it).
+        train_loss: ``(model, batch) -> scalar loss tensor``, the forward pass; ``batch`` is on
+            the device, its first tensor's first dimension the number of samples.
+        eval_sum_names: the sums ``eval_sums`` returns, the same on every rank.
+        eval_sums: ``(model, batch) -> {name: number}`` over one validation batch (e.g.
+            correct predictions and samples), summed over batches and ranks.
+        eval_metric: ``(sums) -> metric value`` from the totals (e.g. top-1 in %).
+        target: the convergence target; ``target.metric`` names the FINISHED keys.
+        create_scheduler: ``(optimizer, plan) -> LRScheduler`` stepped once per update, or None.
+        model_info: more figures for the CONVERT_MODEL event (e.g. the number of labels).
+    """
+
+    train_set: torch.utils.data.Dataset
+    val_set: torch.utils.data.Dataset
+    build_model: Callable[[], torch.nn.Module]
+    create_optimizer: Callable[[torch.nn.Module, RankContext], torch.optim.Optimizer]
+    train_loss: Callable[[torch.nn.Module, Batch], torch.Tensor]
+    eval_sum_names: tuple[str, ...]
+    eval_sums: Callable[[torch.nn.Module, Batch], Mapping[str, float]]
+    eval_metric: Callable[[Mapping[str, float]], float]
+    target: Target
+    create_scheduler: Callable[[torch.optim.Optimizer, TrainingPlan], Any] | None = None
+    model_info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Progress:
+    """Where training stands (samples are this rank's; ``metric`` the last evaluation's)."""
+
+    epoch: int = 0
+    steps: int = 0
+    micro_batches: int = 0
+    samples: int = 0
+    pending_samples: int = 0
+    metric: float | None = None
+    converged: bool = False
+    evaluated_at_step: int = -1
+    next_eval_samples: int = 0
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """``batch`` with every tensor in it on ``device`` (copied asynchronously when pinned)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(item, device) for item in batch)
+    if isinstance(batch, dict):
+        return {key: to_device(item, device) for key, item in batch.items()}
+    return batch
+
+
+def batch_samples(batch: Batch) -> int:
+    """The number of samples in ``batch``: its first tensor's first dimension."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0])
+    items = batch.values() if isinstance(batch, dict) else batch
+    for item in items:
+        if isinstance(item, (torch.Tensor, list, tuple, dict)):
+            return batch_samples(item)
+    raise TypeError(f"cannot count the samples of a batch of type {type(batch).__name__}")
+
+
+class Trainer:
+    """One rank's training of one case. Constructing it opens the init phase (INIT_START):
+    build the case's data sets next, then call :meth:`fit`.
+
+    Args:
+        config: the case's effective configuration (see :class:`TrainerSettings`).
+        model: the case's model name, for the vendor's ``<model>-pytorch/extern/adapter.py``.
+        data_dir: the data set's root folder, for the case.
+        log: the PerfLog writer (default: this rank's, on stdout).
+        vendor_dir: the vendor's folder (default ``$FLAGPERF_VENDOR_DIR``; none when unset).
+        clock: the rank's clock, started at process start (default: started now).
+
+    Raises:
+        ValueError: see :meth:`TrainerSettings.from_config`.
+        FileNotFoundError, TypeError: see :func:`driver.torch.vendor_hooks.load_vendor_hooks`.
+    """
+
+    def __init__(self, config: Mapping[str, Any], *, model: str, data_dir: str | Path = "",
+                 log: perflog.PerfLogger | None = None, vendor_dir: str | Path | None = None,
+                 clock: RoundClock | None = None) -> None:
+        self.clock = clock or RoundClock()
+        info = dist.dist_info()
+        self.log = log or perflog.PerfLogger(rank=info.rank)
+        self.log.log(perflog.INIT_START)
+        self.clock.mark_init_start()
+        self.config = config
+        self.model_name = model
+        self.data_dir = Path(data_dir)
+        self.settings = TrainerSettings.from_config(config)
+        self.hooks: VendorHooks = load_vendor_hooks(model, vendor_dir)
+        self.device = self.hooks.device(info.local_rank)
+        if self.device.type != "cpu" or "synchronize" in self.hooks.vendor:
+            self.clock.sync = lambda: self.hooks.synchronize(self.device)
+        if self.device.type != "cpu":
+            set_device = getattr(getattr(torch, self.device.type, None), "set_device", None)
+            if set_device is not None:  # before the group forms: its rendezvous uses it
+                set_device(self.device)
+        self.info = dist.init_distributed(self.settings.dist_backend)
+        seed = self.settings.seed
+        random.seed(seed + self.info.rank)
+        with contextlib.suppress(ImportError):
+            import numpy
+
+            numpy.random.seed((seed + self.info.rank) % 2**32)
+        torch.manual_seed(seed)  # the same initial weights on every rank
+        self.ctx = RankContext(config=config, device=self.device, dist=self.info,
+                               precision=self.settings.precision)
+
+    @classmethod
+    def from_command_line(cls, description: str, *, model: str) -> "Trainer":
+        """The trainer of a case's entry point: ``--config``, ``--output_dir``, ``--data_dir``
+        as the launch passes them, this rank's output sent to ``rank<R>.out.log``."""
+        clock = RoundClock()
+        args = parse_case_args(description)
+        redirect_rank_output(args.output_dir, dist.dist_info().rank)
+        return cls(load_config(args.config), model=model, data_dir=args.data_dir, clock=clock)
+
+    # -- init ------------------------------------------------------------------------------
+
+    def _loaders(self, case: TrainingCase):
+        s, info = self.settings, self.info
+        pin = self.device.type != "cpu"
+        if info.world_size > 1:
+            sampler = torch.utils.data.distributed.DistributedSampler(
+                case.train_set, num_replicas=info.world_size, rank=info.rank, shuffle=True,
+                seed=s.seed, drop_last=True)
+        else:
+            sampler = torch.utils.data.RandomSampler(case.train_set)
+        train = torch.utils.data.DataLoader(
+            case.train_set, batch_size=s.train_batch_size, sampler=sampler,
+            num_workers=s.num_workers, drop_last=True, pin_memory=pin)
+        if len(train) == 0:
+            raise ValueError(f"the train set ({len(case.train_set)} samples over "
+                             f"{info.world_size} ranks) holds no whole batch of "
+                             f"{s.train_batch_size}")
+        shard = torch.utils.data.Subset(case.val_set,
+                                        range(info.rank, len(case.val_set), info.world_size))
+        val = torch.utils.data.DataLoader(shard, batch_size=s.eval_batch_size, shuffle=False,
+                                          num_workers=s.num_workers, pin_memory=pin)
+        return train, sampler, val
+
+    def _plan(self, batches_per_epoch: int) -> TrainingPlan:
+        s = self.settings
+        accumulation = s.gradient_accumulation_steps
+        global_batch = s.train_batch_size * self.info.world_size * accumulation
+        limits = []
+        if s.epochs:
+            limits.append(batches_per_epoch * s.epochs // accumulation)
+        if s.max_steps:
+            limits.append(s.max_steps)
+        if s.max_samples:
+            limits.append(math.ceil(s.max_samples / global_batch))
+        return TrainingPlan(steps_per_epoch=batches_per_epoch / accumulation,
+                            total_steps=max(1, min(limits)), global_batch_size=global_batch)
+
+    def _prepare_model(self, case: TrainingCase):
+        hooks, ctx = self.hooks, self.ctx
+        model = hooks.convert_model(case.build_model().to(self.device), ctx)
+        self.log.log(perflog.CONVERT_MODEL, {"model": self.model_name, **case.model_info,
+                                              "hook": hooks.source("convert_model")})
+        create = hooks.create_optimizer or case.create_optimizer
+        optimizer = create(model, ctx)
+        self.log.log(perflog.CREATE_OPTIMIZER, {
+            "optimizer": type(optimizer).__name__,
+            "learning_rate": optimizer.param_groups[0]["lr"],
+            "hook": hooks.source("create_optimizer")})
+        if self.settings.precision != "fp32":
+            model = hooks.model_to_fp16(model, ctx)
+            self.log.log(perflog.MODEL_TO_FP16, {"precision": self.settings.precision,
+                                                  "hook": hooks.source("model_to_fp16")})
+        if self.info.world_size > 1:
+            model = hooks.model_to_ddp(model, ctx)
+            self.log.log(perflog.MODEL_TO_DDP, {"world_size": self.info.world_size,
+                                                 "hook": hooks.source("model_to_ddp")})
+        return model, optimizer
+
+    # -- training --------------------------------------------------------------------------
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Autocast to the configured precision's dtype (disabled in fp32)."""
+        dtype = AUTOCAST_DTYPES[self.settings.precision]
+        return torch.autocast(self.device.type, dtype=dtype or torch.bfloat16,
+                              enabled=dtype is not None)
+
+    def fit(self, case: TrainingCase) -> int:
+        """Train ``case`` to its end, write FINISHED, leave the process group; returns the exit
+        status (0: training ran to its end, converged or not)."""
+        train_loader, sampler, val_loader = self._loaders(case)
+        model, optimizer = self._prepare_model(case)
+        plan = self._plan(len(train_loader))
+        scheduler = case.create_scheduler(optimizer, plan) if case.create_scheduler else None
+        scaler = (torch.amp.GradScaler(self.device.type)
+                  if self.settings.precision == "fp16" else None)
+        self.clock.mark_init_end()
+        self.log.log(perflog.INIT_END)
+
+        progress = self._train(case, model, optimizer, scheduler, scaler, train_loader, sampler,
+                               val_loader)
+        (num_trained_samples,) = dist.all_reduce_sum([progress.samples], self.info)
+        self.log.log(perflog.FINISHED, self.clock.finished(
+            int(num_trained_samples), progress.converged,
+            **case.target.finished_figures(progress.metric), epochs=progress.epoch,
+            global_steps=progress.steps, world_size=self.info.world_size))
+        # DDP's C++ Reducer holds the process group: left to be freed later, it would free the
+        # group with the GIL held, which can deadlock with gloo's threads (driver.dist.shutdown).
+        del model, optimizer, scheduler
+        dist.shutdown(self.info)
+        return 0
+
+    def _train(self, case, model, optimizer, scheduler, scaler, loader, sampler,
+               val_loader) -> Progress:
+        s, log, clock = self.settings, self.log, self.clock
+        world = self.info.world_size
+        accumulation = s.gradient_accumulation_steps
+        state = Progress(next_eval_samples=s.eval_interval_samples)
+        update_loss = None
+        stop = False
+        log.log(perflog.TRAIN_START)
+        clock.mark_train_start()
+        model.train()
+        while not stop:
+            state.epoch += 1
+            if isinstance(sampler, torch.utils.data.distributed.DistributedSampler):
+                sampler.set_epoch(state.epoch - 1)
+            log.log(perflog.EPOCH_BEGIN, {"epoch": state.epoch})
+            for batch in loader:
+                batch = to_device(batch, self.device)
+                state.micro_batches += 1
+                update = state.micro_batches % accumulation == 0
+                with clock.compute():
+                    with self._gradient_sync(model, update):
+                        with self.autocast():
+                            loss = case.train_loss(model, batch)
+                        if accumulation > 1:
+                            loss = loss / accumulation
+                        self.hooks.backward(loss=loss, optimizer=optimizer, scaler=scaler,
+                                            update=update, ctx=self.ctx)
+                state.pending_samples += batch_samples(batch)
+                loss = loss.detach()
+                update_loss = loss if update_loss is None else update_loss + loss
+                if not update:
+                    continue
+                state.steps += 1
+                state.samples += state.pending_samples
+                state.pending_samples = 0
+                if scheduler is not None:
+                    scheduler.step()
+                if state.steps % s.log_freq == 0:
+                    log.log(perflog.STEP_END, {
+                        "epoch": state.epoch, "global_steps": state.steps,
+                        "loss": float(update_loss),
+                        "learning_rate": optimizer.param_groups[0]["lr"],
+                        "num_trained_samples": state.samples * world})
+                update_loss = None
+                if s.eval_interval_samples and state.samples * world >= state.next_eval_samples:
+                    self._evaluate(case, model, val_loader, state)
+                    state.next_eval_samples = ((state.samples * world // s.eval_interval_samples
+                                                + 1) * s.eval_interval_samples)
+                if self._limit_reached(state) or (s.stop_at_target and state.converged):
+                    stop = True
+                    break
+            stop = stop or bool(s.epochs and state.epoch >= s.epochs)
+            if not s.eval_interval_samples or (stop and state.evaluated_at_step != state.steps):
+                self._evaluate(case, model, val_loader, state)
+            log.log(perflog.EPOCH_END, {"epoch": state.epoch})
+            stop = stop or (s.stop_at_target and state.converged)
+        clock.mark_train_end()
+        log.log(perflog.TRAIN_END)
+        return state
+
+    def _limit_reached(self, state: Progress) -> bool:
+        s = self.settings
+        return bool((s.max_steps and state.steps >= s.max_steps)
+                    or (s.max_samples and state.samples * self.info.world_size >= s.max_samples))
+
+    @staticmethod
+    def _gradient_sync(model: torch.nn.Module, update: bool) -> contextlib.AbstractContextManager:
+        # Between updates, DDP need not reduce gradients: the last micro-batch reduces the sum.
+        if not update and hasattr(model, "no_sync"):
+            return model.no_sync()
+        return contextlib.nullcontext()
+
+    def _evaluate(self, case: TrainingCase, model, loader, state: Progress) -> None:
+        """Run the case's evaluation over this rank's validation shard, sum over ranks, and
+        record the metric (EVALUATE); charged to evaluation time."""
+        with self.clock.evaluation():
+            model.eval()
+            sums = dict.fromkeys(case.eval_sum_names, 0.0)
+            with torch.no_grad(), self.autocast():
+                for batch in loader:
+                    for name, value in case.eval_sums(model, to_device(batch, self.device)).items():
+                        sums[name] += float(value)
+            totals = dist.all_reduce_sum(list(sums.values()), self.info)
+            model.train()
+            metric = case.eval_metric(dict(zip(sums, totals)))
+        state.metric = metric
+        state.converged = case.target.reached(metric)
+        state.evaluated_at_step = state.steps
+        self.log.log(perflog.EVALUATE, {"epoch": state.epoch, "global_steps": state.steps,
+                                        case.target.metric: metric})
+
