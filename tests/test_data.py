@@ -1,4 +1,5 @@
-"""The digits data set written as ImageNet folders and read back by the case's real loader."""
+"""The digits data set written as ImageNet folders (format ``imagenet``) and read back by the case's
+real loader."""
 
 import sys
 from pathlib import Path
@@ -9,6 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks/resnet5
 
 from image_folder import ImageFolder  # noqa: E402
 
+from flagperf_ansible import datasets  # noqa: E402
+
 CONFIG = {"image_size": 32, "augment": "random_shift", "random_shift": 4,
           "normalize_mean": [0.5] * 3, "normalize_std": [0.5] * 3, "cache_images": True}
 
@@ -18,6 +21,7 @@ def test_digits_layout(digits_dir):
     assert train == [str(d) for d in range(10)]
     counts = {split: sum(1 for _ in (digits_dir / split).rglob("*.png")) for split in ("train", "val")}
     assert counts == {"train": 1437, "val": 360}
+    assert datasets.check("imagenet", digits_dir) == []  # what preflight checks on a host
 
 
 def test_loader_reads_tensors_and_labels(digits_dir):

@@ -1,0 +1,130 @@
+"""Format ``coco2017``: COCO 2017 detection and instance segmentation.
+
+Real layout: ``annotations/instances_{train,val}2017.json`` (``info``, ``licenses``, ``images``
+[{id, file_name, width, height, ...}], ``annotations`` [{id, image_id, category_id,
+segmentation (polygons), area, bbox [x, y, w, h], iscrowd}], ``categories``) with
+``train2017/`` (118 287 images) and ``val2017/`` (5000), named ``<12-digit id>.jpg``; what the
+checker accepts: ``layout_check.check_coco2017``.
+
+Tiny data: scikit-image's ``coins`` photograph (public domain, Galerie Numismatique) with its 24
+coins as objects of one category, ``coin``: masks from the watershed segmentation of
+scikit-image's gallery (Sobel edges, markers below 30 and above 150), polygons from their
+contours. train2017: the photograph and its three flips (4 images); val2017: its left and right
+halves (2 images). pycocotools reads the annotations back (tests/test_datasets.py).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+
+from flagperf_ansible.datasets import layout_check
+from flagperf_ansible.datasets.registry import Format
+
+NAME = "coco2017"
+CATEGORY = {"id": 1, "name": "coin", "supercategory": "money"}
+# Regions smaller than this (pixels) are segmentation specks, not coins (the smallest coin
+# covers about 1100).
+MIN_AREA = 200
+
+
+def coin_labels():
+    """The coins photograph (uint8 ``[303, 384]``) and its coin label image (0 background,
+    1..24 coins).
+    """
+    import numpy as np
+    from scipy import ndimage
+    from skimage import data, filters, segmentation
+
+    image = data.coins()
+    markers = np.zeros_like(image)
+    markers[image < 30], markers[image > 150] = 1, 2
+    coins = ndimage.binary_fill_holes(segmentation.watershed(filters.sobel(image), markers) == 2)
+    labels, _ = ndimage.label(coins)
+    return image, labels
+
+
+def _annotations(labels, image_id: int, first_id: int) -> list[dict]:
+    """COCO annotations (polygon segmentation) of each region of ``labels`` of at least
+    MIN_AREA pixels."""
+    import numpy as np
+    from skimage import measure
+
+    found = []
+    for region in range(1, int(labels.max()) + 1):
+        mask = labels == region
+        area = int(mask.sum())
+        if area < MIN_AREA:
+            continue
+        # Contours of the mask padded by one pixel, at level 0.5: they run along pixel edges'
+        # midpoints, so the polygon rasterises back to the mask.
+        polygons = []
+        for contour in measure.find_contours(np.pad(mask, 1).astype(float), 0.5):
+            contour = measure.approximate_polygon(contour - 1, tolerance=0.5)
+            if len(contour) >= 3:
+                polygons.append([round(float(v), 2) for row, col in contour for v in (col, row)])
+        rows, cols = np.nonzero(mask)
+        bbox = [float(cols.min()), float(rows.min()), float(cols.max() - cols.min() + 1),
+                float(rows.max() - rows.min() + 1)]
+        found.append({"id": first_id + len(found), "image_id": image_id,
+                      "category_id": CATEGORY["id"], "segmentation": polygons,
+                      "area": float(area), "bbox": bbox, "iscrowd": 0})
+    return found
+
+
+def generate(target: Path) -> dict[str, int]:
+    """Write the coins data set in the COCO 2017 layout under ``target``; returns image and
+    annotation counts per split.
+
+    Raises:
+        OSError: ``target`` cannot be written.
+    """
+    import numpy as np
+    from PIL import Image
+    from scipy import ndimage
+
+    image, labels = coin_labels()
+    half = image.shape[1] // 2
+    views = {
+        "train2017": [(image, labels), (image[:, ::-1], labels[:, ::-1]),
+                      (image[::-1], labels[::-1]), (image[::-1, ::-1], labels[::-1, ::-1])],
+        # A coin cut by the crop keeps its visible part (a region of its own).
+        "val2017": [(image[:, :half], ndimage.label(labels[:, :half] > 0)[0]),
+                    (image[:, half:], ndimage.label(labels[:, half:] > 0)[0])],
+    }
+    (target / "annotations").mkdir(parents=True, exist_ok=True)
+    counts, image_id, annotation_id = {}, 1, 1
+    for split, pictures in views.items():
+        (target / split).mkdir(exist_ok=True)
+        images, annotations = [], []
+        for picture, picture_labels in pictures:
+            file_name = f"{image_id:012d}.jpg"
+            rgb = np.repeat(np.ascontiguousarray(picture)[:, :, None], 3, axis=2)
+            Image.fromarray(rgb).save(target / split / file_name, quality=90)
+            height, width = picture.shape
+            images.append({"license": 1, "file_name": file_name, "coco_url": "",
+                           "height": height, "width": width, "date_captured": "",
+                           "flickr_url": "", "id": image_id})
+            found = _annotations(picture_labels, image_id, annotation_id)
+            annotations += found
+            image_id, annotation_id = image_id + 1, annotation_id + len(found)
+        document = {
+            "info": {"description": "flagperf-ansible tiny COCO: scikit-image coins",
+                     "version": "1.0", "year": 2017, "contributor": "", "date_created": ""},
+            "licenses": [{"id": 1, "name": "Public Domain", "url": ""}],
+            "images": images, "annotations": annotations, "categories": [CATEGORY]}
+        path = target / "annotations" / f"instances_{split}.json"
+        path.write_text(json.dumps(document, separators=(",", ":")), encoding="utf-8")
+        counts[split] = len(images)
+        counts[f"{split} annotations"] = len(annotations)
+    return counts
+
+
+FORMAT = Format(
+    name=NAME,
+    description="COCO 2017: annotations/instances_{train,val}2017.json, train2017/ val2017/ "
+                "*.jpg (tiny: scikit-image coins, 24 masks)",
+    check=partial(layout_check.check, NAME),
+    generate=generate,
+)
