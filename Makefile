@@ -8,12 +8,12 @@ PY := $(VENV)/bin/python
 
 install: $(VENV)/.installed
 
-# torch first, pinned: on a CPU-only machine `pip install torch==2.13.0` takes its CPU build.
+# The controller package with the benchmark side (`local`: torch 2.14.1 and torchvision 0.29.1,
+# the CUDA build, which runs on CPU-only machines too; about 2.8 GB of wheels, 5.5 GB installed).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[local,test]'
 	touch $@
 
 data: data/digits/val/.complete
@@ -24,5 +24,5 @@ data/digits/val/.complete: $(VENV)/.installed
 run: install data
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m flagperf_ansible run -i inventories/local
 
-test: install
+test: install data
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q

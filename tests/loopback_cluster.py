@@ -208,7 +208,6 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
         prepare_digits(data)
     run("chmod", "-R", "a+rX", str(SHARED))
 
-    wheels = sorted(str(p) for p in Path("/opt/wheels").glob("torch-2.13.0*.whl"))
     home = Path(user.pw_dir)
     known_hosts = state / "known_hosts"
     known_hosts.touch()
@@ -234,7 +233,8 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
         "flagperf_python": "/usr/bin/python3",
         "flagperf_known_hosts_file": str(known_hosts),
         "flagperf_ssh_public_key": public.strip(),
-        "flagperf_image_wheels": wheels,
+        # The image's pip fetches torch itself (vendors/cpu/docker_image/pytorch/Dockerfile).
+        "flagperf_image_wheels": [],
         "flagperf_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt",
         # All hosts share this machine's cores: one compute thread per host process.
         "flagperf_env": {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": 1},
