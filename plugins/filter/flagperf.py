@@ -16,7 +16,8 @@ from ansible.errors import AnsibleFilterError
 # Only light modules here: every forked worker that renders a template with a filter imports
 # this file again, once per task and host. The case-spec and plan filters (pydantic models,
 # YAML) import what they need when called.
-from flagperf_ansible.launch import container_name, image_tag, launch_argv, launch_env
+from flagperf_ansible.launch import container_name, image_tag
+from flagperf_ansible.launchers import launch_argv, launch_env
 from flagperf_ansible.provenance import node_dir_name
 from flagperf_ansible.round_wait import job_status, node_outcome
 
@@ -191,14 +192,24 @@ def flagperf_job_status(poll):
 
 
 def flagperf_launch_argv(round_, noderank, python, root, output_dir, data_dir, master_port):
-    """argv of one node of a round (see ``flagperf_ansible.launch.launch_argv``)."""
-    return launch_argv(_plain(round_), int(noderank), str(python), str(root), str(output_dir),
-                       str(data_dir), int(master_port))
+    """argv of one node of a round by the round's launcher (see
+    ``flagperf_ansible.launchers.launch_argv``)."""
+    try:
+        return launch_argv(_plain(round_), int(noderank), str(python), str(root), str(output_dir),
+                           str(data_dir), int(master_port))
+    except ValueError as err:
+        raise AnsibleFilterError(str(err)) from None
 
 
-def flagperf_launch_env(round_, noderank, master_port, extra=None):
-    """Environment of one node of a round (see ``flagperf_ansible.launch.launch_env``)."""
-    return launch_env(_plain(round_), int(noderank), int(master_port), _plain(extra or {}))
+def flagperf_launch_env(round_, noderank, root, master_port, extra=None):
+    """Environment of one node of a round (see ``flagperf_ansible.launchers.launch_env``):
+    ``root`` is where the checkout is as the node's processes see it (``FLAGPERF_VENDOR_DIR``
+    is under it); ``extra`` comes last."""
+    try:
+        return launch_env(_plain(round_), int(noderank), str(root), int(master_port),
+                          _plain(extra or {}))
+    except ValueError as err:
+        raise AnsibleFilterError(str(err)) from None
 
 
 def flagperf_image_tag(framework, project_dir, vendor, inputs=None):

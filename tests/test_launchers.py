@@ -1,0 +1,409 @@
+"""The launcher registry (flagperf_ansible.launchers): each launcher's argv and environment for
+every node of a round, and real rounds for the launchers whose framework this Python has
+(torchrun and plain python: two nodes doing a gloo all_reduce on 127.0.0.1; binary: a shell
+script entry; tf_config, paddle and msrun where TensorFlow, PaddlePaddle or MindSpore are
+installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flagperf_ansible.launchers import LAUNCHERS, get_launcher, launch_argv, launch_env, \
+    worker_endpoints
+
+ROOT = "/opt/flagperf"
+OUT = "/var/tmp/flagperf/run1/x/round1/node_noderank0"
+DATA = "/data/some set"
+PORT = 29555
+NODES = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+
+
+def plan_round(launcher: str, nodes: list[str] = NODES, nproc: int = 2, **more) -> dict:
+    """A round as build_plan gives it, the fields a launcher reads."""
+    return {"launcher": launcher, "entry": "benchmarks/m/fw/run.py", "nnodes": len(nodes),
+            "nproc_per_node": nproc, "nodes": list(nodes), "master_addr": nodes[0],
+            "env": {}, "vendor_dir": "vendors/acme", "python": "/usr/bin/python3.10", **more}
+
+
+def argv_of(round_: dict, noderank: int, python: str = "py") -> list[str]:
+    return launch_argv(round_, noderank, python, ROOT, OUT, DATA, PORT)
+
+
+def script_of(round_: dict) -> list[str]:
+    """What every launcher runs: the entry and the case's own arguments."""
+    return [f"{ROOT}/{round_['entry']}", "--config", f"{OUT}/config.yaml", "--output_dir", OUT,
+            "--data_dir", DATA]
+
+
+def option(argv: list[str], name: str) -> str:
+    """The value after ``name`` in ``argv`` (the one occurrence)."""
+    assert argv.count(name) == 1, (name, argv)
+    return argv[argv.index(name) + 1]
+
+
+# --- the registry ------------------------------------------------------------------------
+
+def test_the_registry_has_every_launcher_by_its_case_yml_name():
+    assert set(LAUNCHERS) == {"torchrun", "python", "paddle", "tf_config", "msrun", "binary"}
+    assert all(get_launcher(name).name == name for name in LAUNCHERS)
+
+
+def test_an_unknown_launcher_is_an_error_naming_the_known_ones():
+    for build in (lambda r: argv_of(r, 0), lambda r: launch_env(r, 0, ROOT, PORT)):
+        with pytest.raises(ValueError) as err:
+            build(plan_round("mpirun"))
+        assert "'mpirun'" in str(err.value)
+        assert all(name in str(err.value) for name in LAUNCHERS)
+
+
+def test_the_filters_give_the_registrys_argv_and_env_and_refuse_an_unknown_launcher():
+    from ansible.errors import AnsibleFilterError
+    from filter_plugins_loader import load_filters
+
+    filters = load_filters()
+    round_ = plan_round("tf_config")
+    assert filters["flagperf_launch_argv"](round_, "1", "py", ROOT, OUT, DATA, str(PORT)) \
+        == argv_of(round_, 1)
+    assert filters["flagperf_launch_env"](round_, "1", ROOT, str(PORT), {"A": 1}) \
+        == launch_env(round_, 1, ROOT, PORT, {"A": "1"})
+    with pytest.raises(AnsibleFilterError, match="unknown launcher 'nope'"):
+        filters["flagperf_launch_argv"](plan_round("nope"), 0, "py", ROOT, OUT, DATA, PORT)
+    with pytest.raises(AnsibleFilterError, match="unknown launcher 'nope'"):
+        filters["flagperf_launch_env"](plan_round("nope"), 0, ROOT, PORT)
+
+
+def test_the_container_runs_the_launcher_under_the_rounds_interpreter(project):
+    """Runtime docker: the image's interpreter is the round's python (vendor.yml), not a
+    literal; the launch role (runtime none) takes launch_python."""
+    import yaml
+
+    step = yaml.safe_load((project / "roles/container/vars/main.yml").read_text())
+    command = " ".join(step["_container_start_step"]["input_module"]["args"]["command"].split())
+    assert "flagperf_launch_argv(container_noderank, container_round.python," in command
+    assert "'python3'" not in command
+    launch = yaml.safe_load((project / "roles/launch/vars/main.yml").read_text())
+    assert "flagperf_launch_argv(launch_noderank, launch_python," in \
+        " ".join(launch["_launch_start_step"]["argv"].split())
+
+
+# --- argv of each launcher ---------------------------------------------------------------
+
+def test_torchrun_is_standalone_on_one_node():
+    round_ = plan_round("torchrun", nodes=["node1"], nproc=8)
+    argv = argv_of(round_, 0)
+    assert argv == ["py", "-m", "torch.distributed.run", "--nproc_per_node", "8", "--standalone",
+                    *script_of(round_)]
+
+
+def test_torchrun_on_many_nodes_meets_at_noderank_0_with_each_nodes_rank():
+    round_ = plan_round("torchrun")
+    for noderank in range(3):
+        argv = argv_of(round_, noderank)
+        assert argv[:3] == ["py", "-m", "torch.distributed.run"]
+        assert option(argv, "--nnodes") == "3"
+        assert option(argv, "--node_rank") == str(noderank)
+        assert option(argv, "--master_addr") == "10.0.0.1"
+        assert option(argv, "--master_port") == str(PORT)
+        assert option(argv, "--nproc_per_node") == "2"
+        assert "--standalone" not in argv
+        assert argv[-len(script_of(round_)):] == script_of(round_)
+
+
+def test_python_and_tf_config_run_the_entry_under_the_interpreter_given():
+    for name in ("python", "tf_config"):
+        round_ = plan_round(name, nproc=1)
+        assert argv_of(round_, 2, python="/opt/conda/bin/python") == \
+            ["/opt/conda/bin/python", *script_of(round_)]
+
+
+def test_binary_runs_the_entry_itself_with_no_interpreter():
+    round_ = plan_round("binary", nproc=1)
+    argv = argv_of(round_, 1, python="/must/not/appear")
+    assert argv == script_of(round_)
+    assert "/must/not/appear" not in argv
+
+
+def test_paddle_names_the_master_and_a_fixed_rank_on_many_nodes_only():
+    alone = plan_round("paddle", nodes=["node1"], nproc=4)
+    argv = argv_of(alone, 0)
+    assert argv[:3] == ["py", "-m", "paddle.distributed.launch"]
+    assert option(argv, "--nproc_per_node") == "4"
+    assert option(argv, "--log_dir") == f"{OUT}/paddle_log"
+    assert not {"--master", "--rank", "--nnodes"} & set(argv)
+    assert argv[-len(script_of(alone)):] == script_of(alone)
+
+    round_ = plan_round("paddle")
+    for noderank in range(3):
+        argv = argv_of(round_, noderank)
+        assert option(argv, "--nnodes") == "3"
+        assert option(argv, "--master") == f"10.0.0.1:{PORT}"
+        assert option(argv, "--rank") == str(noderank)
+        # the launcher's options come before the training script, the case's after it
+        assert argv.index("--rank") < argv.index(script_of(round_)[0])
+
+
+def test_msrun_counts_every_worker_of_the_round_and_this_nodes():
+    round_ = plan_round("msrun", nproc=8)
+    for noderank in range(3):
+        argv = argv_of(round_, noderank)
+        assert argv[:3] == ["py", "-m", "mindspore.parallel.cluster.run"]
+        assert option(argv, "--worker_num") == "24"
+        assert option(argv, "--local_worker_num") == "8"
+        assert option(argv, "--master_addr") == "10.0.0.1"
+        assert option(argv, "--master_port") == str(PORT)
+        assert option(argv, "--node_rank") == str(noderank)
+        assert option(argv, "--log_dir") == f"{OUT}/msrun_log"
+        assert option(argv, "--join") == "True"
+        # msrun runs its workers as `python3 <script> ...`, the interpreter found on PATH
+        assert argv[-len(script_of(round_)) - 1:] == ["python3", *script_of(round_)]
+    assert argv_of(round_, 0, python="/opt/conda/bin/python")[-len(script_of(round_)) - 1] \
+        == "python"
+
+
+# --- environment -------------------------------------------------------------------------
+
+def test_tf_config_lists_every_node_and_this_nodes_index():
+    round_ = plan_round("tf_config", nproc=1)
+    for noderank in range(3):
+        env = launch_env(round_, noderank, ROOT, PORT)
+        tf_config = json.loads(env["TF_CONFIG"])
+        assert tf_config == {"cluster": {"worker": [f"{a}:{PORT}" for a in NODES]},
+                             "task": {"type": "worker", "index": noderank}}
+        assert (env["RANK"], env["WORLD_SIZE"]) == (str(noderank), "3")
+
+
+def test_workers_sharing_an_address_get_ports_of_their_own():
+    assert worker_endpoints(["h1", "h2", "h1", "h1"], 100) == ["h1:100", "h2:100", "h1:101",
+                                                               "h1:102"]
+
+
+def test_one_process_per_node_launchers_give_the_node_its_rank():
+    for name in ("python", "binary", "tf_config"):
+        round_ = plan_round(name, nproc=1)
+        for noderank in range(3):
+            env = launch_env(round_, noderank, ROOT, PORT)
+            assert {k: env[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR",
+                                        "MASTER_PORT")} == \
+                {"RANK": str(noderank), "LOCAL_RANK": "0", "WORLD_SIZE": "3",
+                 "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": str(PORT)}
+
+
+def test_launchers_that_rank_their_workers_leave_ranks_to_them():
+    for name in ("torchrun", "paddle", "msrun"):
+        env = launch_env(plan_round(name), 1, ROOT, PORT)
+        assert not {"RANK", "WORLD_SIZE", "LOCAL_RANK", "TF_CONFIG"} & set(env), name
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHERS))
+def test_every_launcher_gives_the_vendor_dir_and_the_case_env_then_the_users(name):
+    round_ = plan_round(name, env={"CASE_FLAG": "on", "OMP_NUM_THREADS": 4, "RANK": "99"})
+    env = launch_env(round_, 1, ROOT, PORT, {"OMP_NUM_THREADS": "2", "NCCL_DEBUG": "INFO"})
+    assert env["FLAGPERF_VENDOR_DIR"] == "/opt/flagperf/vendors/acme"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["CASE_FLAG"] == "on"
+    assert env["OMP_NUM_THREADS"] == "2"          # the user's flagperf_env comes last
+    assert env["NCCL_DEBUG"] == "INFO"
+    # a case's env may not rewire the launcher's ranks
+    assert env.get("RANK") == ("1" if name in ("python", "binary", "tf_config") else "99")
+    assert all(isinstance(v, str) for v in env.values())
+
+
+# --- real runs ---------------------------------------------------------------------------
+
+ALL_REDUCE = """\
+import argparse, json, os
+from pathlib import Path
+import torch
+import torch.distributed as dist
+
+parser = argparse.ArgumentParser()
+for name in ("--config", "--output_dir", "--data_dir"):
+    parser.add_argument(name, required=True)
+args = parser.parse_args()
+dist.init_process_group("gloo")  # env://: MASTER_ADDR/PORT, RANK, WORLD_SIZE from the launcher
+value = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(value)
+Path(args.output_dir, f"rank{dist.get_rank()}.json").write_text(json.dumps({
+    "rank": dist.get_rank(), "world": dist.get_world_size(), "sum": value.item(),
+    "args": vars(args), "vendor_dir": os.environ["FLAGPERF_VENDOR_DIR"],
+    "case_flag": os.environ["CASE_FLAG"]}))
+dist.destroy_process_group()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_nodes(round_: dict, tmp_path: Path, python: str = sys.executable,
+              timeout: float = 240, path_first: str = "") -> list[Path]:
+    """Start every node of ``round_`` (checkout at ``tmp_path``) as a round does, each in its
+    own output folder and session, and wait for them all; returns the output folders.
+    ``path_first``: a folder put first on PATH. Fails with the nodes' output when one exits
+    non-zero or the timeout passes."""
+    port = free_port()
+    data = tmp_path / "data set"
+    data.mkdir(exist_ok=True)
+    nodes = []
+    for noderank in range(int(round_["nnodes"])):
+        out = tmp_path / f"node{noderank}"
+        out.mkdir()
+        argv = launch_argv(round_, noderank, python, str(tmp_path), str(out), str(data), port)
+        env = {**os.environ, **launch_env(round_, noderank, str(tmp_path), port)}
+        if path_first:
+            env["PATH"] = f"{path_first}{os.pathsep}{env.get('PATH', '')}"
+        log = open(out / "launcher.log", "wb")
+        nodes.append((out, log, subprocess.Popen(argv, cwd=out, env=env, stdin=subprocess.DEVNULL,
+                                                 stdout=log, stderr=subprocess.STDOUT,
+                                                 start_new_session=True)))
+    try:
+        for out, log, process in nodes:
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for out, log, process in nodes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            log.close()
+    logs = "\n".join(f"--- {out.name} (rc {process.returncode})\n"
+                     + (out / "launcher.log").read_text(errors="replace")[-3000:]
+                     for out, _log, process in nodes)
+    assert all(process.returncode == 0 for _out, _log, process in nodes), logs
+    return [out for out, _log, _process in nodes]
+
+
+def write_entry(tmp_path: Path, round_: dict, text: str, mode: int = 0o644) -> None:
+    entry = tmp_path / round_["entry"]
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_text(text)
+    entry.chmod(mode)
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "python"])
+def test_two_nodes_all_reduce_over_gloo(tmp_path, launcher):
+    """Two nodes of one process each on 127.0.0.1 meet at noderank 0's port and sum their
+    ranks: the argv and environment are enough for torch's env:// rendezvous."""
+    pytest.importorskip("torch")
+    round_ = plan_round(launcher, nodes=["127.0.0.1", "127.0.0.1"], nproc=1,
+                        env={"CASE_FLAG": "seen"}, entry="benchmarks/probe/pytorch/probe.py")
+    write_entry(tmp_path, round_, ALL_REDUCE)
+    outs = run_nodes(round_, tmp_path)
+    for noderank, out in enumerate(outs):
+        report = json.loads((out / f"rank{noderank}.json").read_text())
+        assert (report["rank"], report["world"], report["sum"]) == (noderank, 2, 3.0)
+        assert report["args"] == {"config": f"{out}/config.yaml", "output_dir": str(out),
+                                  "data_dir": str(tmp_path / "data set")}
+        assert report["vendor_dir"] == f"{tmp_path}/vendors/acme"
+        assert report["case_flag"] == "seen"
+
+
+def test_a_binary_entry_runs_itself_with_its_arguments_whole(tmp_path):
+    round_ = plan_round("binary", nodes=["127.0.0.1"], nproc=1, env={"CASE_FLAG": "seen"},
+                        entry="benchmarks/probe/bin/probe.sh")
+    write_entry(tmp_path, round_, '#!/bin/sh\nprintf "%s\\n" "$@" > args.txt\n'
+                'echo "$RANK $WORLD_SIZE $FLAGPERF_VENDOR_DIR $CASE_FLAG" > env.txt\n', 0o755)
+    [out] = run_nodes(round_, tmp_path, python="/no/interpreter")
+    assert (out / "args.txt").read_text().splitlines() == [
+        "--config", f"{out}/config.yaml", "--output_dir", str(out), "--data_dir",
+        str(tmp_path / "data set")]
+    assert (out / "env.txt").read_text().split() == ["0", "1", f"{tmp_path}/vendors/acme", "seen"]
+
+
+def test_a_python_entry_on_one_node_is_rank_0_of_1(tmp_path):
+    round_ = plan_round("python", nodes=["127.0.0.1"], nproc=1, env={"CASE_FLAG": "seen"},
+                        entry="benchmarks/probe/plain/probe.py")
+    write_entry(tmp_path, round_, "import json, os, sys\n"
+                "json.dump({'argv': sys.argv[1:], 'rank': os.environ['RANK'],"
+                " 'world': os.environ['WORLD_SIZE'], 'exe': sys.executable},"
+                " open('seen.json', 'w'))\n")
+    [out] = run_nodes(round_, tmp_path)
+    seen = json.loads((out / "seen.json").read_text())
+    assert (seen["rank"], seen["world"], seen["exe"]) == ("0", "1", sys.executable)
+    assert seen["argv"][:2] == ["--config", f"{out}/config.yaml"]
+
+
+def has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+TF_ALL_REDUCE = """\
+import json, os
+import tensorflow as tf
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+task = strategy.cluster_resolver.task_id
+value = strategy.run(lambda: tf.constant(float(task + 1)))
+total = strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+json.dump({"task": task, "workers": strategy.num_replicas_in_sync, "sum": float(total)},
+          open(f"worker{task}.json", "w"))
+"""
+
+
+@pytest.mark.skipif(not has("tensorflow"), reason="TensorFlow is not installed in this Python")
+def test_tf_config_workers_all_reduce_with_multi_worker_mirrored_strategy(tmp_path):
+    round_ = plan_round("tf_config", nodes=["127.0.0.1", "127.0.0.1"], nproc=1,
+                        entry="benchmarks/probe/tensorflow2/probe.py")
+    write_entry(tmp_path, round_, TF_ALL_REDUCE)
+    outs = run_nodes(round_, tmp_path)
+    for noderank, out in enumerate(outs):
+        report = json.loads((out / f"worker{noderank}.json").read_text())
+        assert report == {"task": noderank, "workers": 2, "sum": 3.0}
+
+
+PADDLE_PROBE = """\
+import json, os, sys
+json.dump({"trainer": os.environ.get("PADDLE_TRAINER_ID"),
+           "trainers": os.environ.get("PADDLE_TRAINERS_NUM"), "argv": sys.argv[1:]},
+          open("paddle{}.json".format(os.environ.get("PADDLE_TRAINER_ID")), "w"))
+"""
+
+
+@pytest.mark.skipif(not has("paddle"), reason="PaddlePaddle is not installed in this Python")
+@pytest.mark.parametrize("nnodes", [1, 2])
+def test_paddle_launch_starts_the_entry_on_each_node_with_its_rank(tmp_path, nnodes):
+    round_ = plan_round("paddle", nodes=["127.0.0.1"] * nnodes, nproc=1,
+                        entry="benchmarks/probe/paddle/probe.py")
+    write_entry(tmp_path, round_, PADDLE_PROBE)
+    outs = run_nodes(round_, tmp_path)
+    for noderank, out in enumerate(outs):
+        report = json.loads((out / f"paddle{noderank}.json").read_text())
+        assert (report["trainer"], report["trainers"]) == (str(noderank), str(nnodes))
+        assert report["argv"][:2] == ["--config", f"{out}/config.yaml"]
+
+
+MS_PROBE = """\
+import json, os
+import mindspore as ms
+from mindspore.communication import get_group_size, get_rank, init
+
+init()
+json.dump({"rank": get_rank(), "size": get_group_size()}, open(f"ms{get_rank()}.json", "w"))
+"""
+
+
+@pytest.mark.skipif(not has("mindspore"), reason="MindSpore is not installed in this Python")
+def test_msrun_starts_the_workers_of_a_node_and_they_form_one_group(tmp_path):
+    """One node of two workers: msrun starts its scheduler where the master address is local,
+    so two nodes on one host would both start one (a real cluster has one per master)."""
+    round_ = plan_round("msrun", nodes=["127.0.0.1"], nproc=2,
+                        entry="benchmarks/probe/mindspore/probe.py")
+    write_entry(tmp_path, round_, MS_PROBE)
+    # msrun starts its workers by the interpreter's name: this one's folder first on PATH, as
+    # an activated environment or a vendor image has it
+    [out] = run_nodes(round_, tmp_path, path_first=str(Path(sys.executable).parent))
+    for rank in (0, 1):
+        assert json.loads((out / f"ms{rank}.json").read_text()) == {"rank": rank, "size": 2}
