@@ -123,9 +123,9 @@ CORPUS = [
         vars="flagperf_cases: [a, b\nflagperf_vendor: cpu\n"),
     # -- case specs -----------------------------------------------------------------------------
     Bad("unknown-model", "inv/group_vars/all.yml: flagperf_cases[0]",
-        "no standard case bert:pytorch", vars=cases("bert:pytorch:cpu:1:1:1")),
+        "no case bert:pytorch", vars=cases("bert:pytorch:cpu:1:1:1")),
     Bad("unknown-framework", "inv/group_vars/all.yml: flagperf_cases[0]",
-        "no standard case sleep:tensorflow", vars=cases("sleep:tensorflow:cpu:1:1:1")),
+        "no case sleep:tensorflow", vars=cases("sleep:tensorflow:cpu:1:1:1")),
     Bad("hardware-the-vendor-does-not-declare", "inv/group_vars/all.yml: flagperf_cases[0].hardware",
         "vendor cpu declares no hardware 'A100'", vars=cases("sleep:pytorch:A100:1:1:1")),
     Bad("nnodes-above-the-hosts", "inv/group_vars/all.yml: flagperf_cases[0].nnodes",
@@ -347,7 +347,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_runs(outcomes, bad):
 def test_the_observables_see_a_run_that_starts(tmp_path):
     """The same invocation on good input does start Ansible and write the results folder, so
     the corpus' "nothing ran" checks can fail. Here the host check of preflight stops it: the
-    data folder is missing on the host (one line naming host and data_dir, before prepare)."""
+    data folder is missing on the host (one line naming host, data_dir and the problem, before
+    prepare)."""
     data_dir = tmp_path / "no-such-data"
     good = Bad("good", "", "", vars={**cases({**RESNET, "data_dir": str(data_dir)}),
                                      "flagperf_root": str(tmp_path / "root"),
@@ -360,8 +361,8 @@ def test_the_observables_see_a_run_that_starts(tmp_path):
     assert (tmp_path / "ansible.log").is_file()
     assert (tmp_path / "results").is_dir()
     output = " ".join(done.stdout.split())    # rich wraps long lines
-    assert (f"localhost: data_dir: {data_dir}: not a folder on this host "
-            f"(case resnet50-pytorch-cpux1x1)") in output, done.stdout
+    assert (f"localhost: data_dir: {data_dir}: {data_dir}: not a folder "
+            f"(case resnet50-pytorch-cpux1x1, imagenet data)") in output, done.stdout
     # Stopped before prepare: nothing shipped, no round started.
     assert not (tmp_path / "root").exists() and not (tmp_path / "work").exists()
     assert not list((tmp_path / "results").glob("run*/resnet50-pytorch-cpux1x1/round1"))

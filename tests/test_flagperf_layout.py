@@ -1,6 +1,5 @@
 """`summarize DIR` on a FlagPerf results folder: <case>/round<k>/<ip>_noderank<i>/rank<R>.out.log."""
 
-import io
 import json
 import subprocess
 import sys
@@ -8,24 +7,7 @@ import sys
 import jsonschema
 import pytest
 
-from driver import perflog
-
-CASE = "bert:pytorch_1.8:A100:1:8:1"
-
-
-def flagperf_log(path, rank, seq_per_s, accuracy, converged=True):
-    """A rank log with FlagPerf's own FINISHED keys, among other lines as FlagPerf writes them."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stream = io.StringIO()
-    stream.write("[INFO] 2022-11-14 15:00:16 init distributed\n")
-    log = perflog.PerfLogger(rank=rank, stream=stream)
-    log.log(perflog.INIT_START)
-    log.log(perflog.TRAIN_START)
-    log.log(perflog.FINISHED, {"e2e_time": 1820.5, "training_sequences_per_second": seq_per_s,
-                               "converged": converged, "final_loss": 1.93,
-                               "final_mlm_accuracy": accuracy, "raw_train_time": 1700.0,
-                               "init_time": 40.2})
-    path.write_text(stream.getvalue())
+from run_outputs import FLAGPERF_CASE as CASE, flagperf_log
 
 
 def test_summarize_a_flagperf_results_folder(tmp_path, project):
@@ -49,6 +31,11 @@ def test_summarize_a_flagperf_results_folder(tmp_path, project):
     assert [n["dir"] for n in case["rounds"][0]["nodes"]] == ["10.1.2.2_noderank0",
                                                               "10.1.2.3_noderank1"]
     assert (tmp_path / "summary.md").is_file() and (tmp_path / "summary.html").is_file()
+    # Read in memory: only the summaries are written into FlagPerf's folder.
+    assert not list(tmp_path.glob("*/round*/*.json"))
+    # FlagPerf's table is training; its rounds carry no contract, judged by name.
+    assert (case["suite"], case["contract"], case["profile"]) == ("training", None, None)
+    assert case["figures"]["final_mlm_accuracy"]["direction"] == 1
     assert "bert:pytorch_1.8:A100:1:8:1: passed" in done.stdout
 
 

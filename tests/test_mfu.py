@@ -1,4 +1,4 @@
-"""MFU inputs: the case's FLOPs per sample and the vendor's datasheet peaks, checked at plan time."""
+"""MFU inputs: the case's FLOPs per unit and the vendor's datasheet peaks, checked at plan time."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import pytest
 
 from flagperf_ansible.cases import load_case
 from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.mfu import flops_per_sample, round_mfu
+from flagperf_ansible.mfu import flops_per_unit, round_mfu
 from test_validation import GOOD_CASE, plan_for
 
 A100_CASE = {**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}
@@ -17,7 +17,7 @@ def test_cpu_vendor_has_no_peak_so_no_mfu(scratch_project):
     basis = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})["rounds"][0]["mfu_basis"]
     assert basis["peak_flops_per_device"] is None
     assert basis["reason"] == "the vendor declares no fp32 peak for cpu"
-    assert basis["flops_per_sample"] == pytest.approx(2.4534e10 * (32 / 224) ** 2)
+    assert basis["flops_per_unit"] == pytest.approx(2.4534e10 * (32 / 224) ** 2)
     assert round_mfu(basis, {"p_train": 100.0})["value"] is None
 
 
@@ -25,7 +25,7 @@ def test_nvidia_a100_uses_the_datasheet_peak_for_the_precision(scratch_project):
     rounds = plan_for(scratch_project, {"flagperf_vendor": "nvidia",
                                         "flagperf_cases": [A100_CASE]})["rounds"]
     basis = rounds[0]["mfu_basis"]
-    assert basis["flops_per_sample"] == pytest.approx(2.4534e10)      # standard 224x224
+    assert basis["flops_per_unit"] == pytest.approx(2.4534e10)      # standard 224x224
     assert basis["precision"] == "fp32" and basis["peak_flops_per_device"] == 19.5e12
     assert basis["devices"] == 8 and basis["reason"] == ""
     assert "datasheet" in basis["peak_source"] and "4.089e9" in basis["flops_source"]
@@ -50,20 +50,31 @@ def test_a_case_emitted_mfu_is_kept():
 def test_flops_scale_with_the_configured_image_size():
     declared = {"value": 6.0e9, "source": "s", "scale_key": "image_size", "reference": 224,
                 "exponent": 2}
-    assert flops_per_sample(declared, {"image_size": 112}) == pytest.approx(1.5e9)
-    assert flops_per_sample(declared, {}) is None
+    assert flops_per_unit(declared, {"image_size": 112}) == pytest.approx(1.5e9)
+    assert flops_per_unit(declared, {}) is None
+
+
+def test_a_flops_formula_is_arithmetic_over_config_keys():
+    """6 N per token plus the attention term (Kaplan et al. 2020, table 1: 6N + 6 n_layer
+    n_ctx d_attn), from the configuration; a missing key gives no figure, not a guess."""
+    declared = {"formula": "6 * n_params + 6 * layers * seq_len * hidden", "source": "s"}
+    config = {"n_params": 1.1e8, "layers": 12, "seq_len": 512, "hidden": 768}
+    assert flops_per_unit(declared, config) == pytest.approx(6 * 1.1e8 + 6 * 12 * 512 * 768)
+    assert flops_per_unit(declared, {"n_params": 1.0}) is None
 
 
 @pytest.mark.parametrize("text, where", [
-    ("flops_per_sample: {value: lots, source: x}\n", "flops_per_sample.value"),
-    ("flops_per_sample: {value: 1.0e+9}\n", "flops_per_sample.source"),
-    ("flops_per_sample: {value: 1.0e+9, source: x, per: 2}\n", "flops_per_sample.per"),
+    ("  flops_per_unit: {value: lots, source: x}\n", "mfu.flops_per_unit.value"),
+    ("  flops_per_unit: {value: 1.0e+9}\n", "mfu.flops_per_unit.source"),
+    ("  flops_per_unit: {value: 1.0e+9, source: x, per: 2}\n", "mfu.flops_per_unit.per"),
+    ("  flops_per_unit: {formula: __import__('os'), source: x}\n", "mfu.flops_per_unit"),
+    ("  flops_per_unit: {formula: 6 * no_such_key, source: x}\n", "mfu.flops_per_unit.formula"),
 ])
 def test_bad_flops_declaration_names_file_and_key(scratch_project, text, where):
     path = scratch_project / "benchmarks/resnet50/pytorch/case.yml"
-    kept = [line for line in path.read_text().splitlines(keepends=True)
-            if not line.startswith(("flops_per_sample", "  "))]
-    path.write_text("".join(kept) + text)
+    head, _, tail = path.read_text().partition("mfu:\n")
+    rest = tail.split("\n# config `precision`", 1)[1]
+    path.write_text(head + "mfu:\n" + text + "# config `precision`" + rest)
     with pytest.raises(ConfigError, match=f"benchmarks/resnet50/pytorch/case.yml: {where}"):
         load_case(scratch_project, "resnet50", "pytorch")
 
@@ -99,4 +110,5 @@ def test_declared_flops_match_torch_flop_counter_on_the_case_model(project):
     assert done.returncode == 0, done.stderr[-2000:]
     forward = float(done.stdout.strip().splitlines()[-1])
     case = load_case(project, "resnet50", "pytorch")
-    assert flops_per_sample(case.flops, {"image_size": 32}) == pytest.approx(3 * forward, rel=0.01)
+    declared = case.spec.mfu.flops_per_unit.model_dump()
+    assert flops_per_unit(declared, {"image_size": 32}) == pytest.approx(3 * forward, rel=0.01)

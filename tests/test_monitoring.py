@@ -1,12 +1,13 @@
-"""Round monitor summaries from monitor CSVs written here: energy, energy per sample, coverage,
-a stream that stops early. The rows are synthetic (exact figures to check the formulas)."""
+"""Round monitor summaries from monitor CSVs written here: energy, energy per unit of work,
+the monitoring window of each suite, coverage, a stream that stops early. The rows are
+synthetic (exact figures to check the formulas)."""
 
 import csv
 import json
 
 import pytest
 
-from flagperf_ansible.monitoring import integrate_energy, summarize_round, train_window
+from flagperf_ansible.monitoring import event_window, integrate_energy, summarize_round
 
 SYS = ["timestamp_ms", "cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "mem_percent",
        "disk_read_Bps", "disk_write_Bps", "net_recv_Bps", "net_sent_Bps", "host_power_w"]
@@ -39,9 +40,9 @@ def node(round_dir, name, seconds, device_power, host_power="", status="stopped"
                                                          {"index": 1, "name": "H100"}]}}))
 
 
-def events(start_ms, end_ms):
-    return [{"event": "TRAIN_START", "metadata": {"time_ms": start_ms}},
-            {"event": "TRAIN_END", "metadata": {"time_ms": end_ms}}]
+def events(start_ms, end_ms, window=("TRAIN_START", "TRAIN_END")):
+    return [{"event": window[0], "metadata": {"time_ms": start_ms}},
+            {"event": window[1], "metadata": {"time_ms": end_ms}}]
 
 
 def test_trapezoid_energy_with_interpolated_ends():
@@ -52,10 +53,13 @@ def test_trapezoid_energy_with_interpolated_ends():
     assert integrate_energy([(1500, 100.0)], 0, 2000, 1000) is None   # does not cover the start
 
 
-def test_train_window_spans_all_ranks():
-    assert train_window([events(T0 + 2000, T0 + 8000), events(T0 + 1900, T0 + 8100)]) == \
+def test_the_window_spans_all_ranks():
+    assert event_window([events(T0 + 2000, T0 + 8000), events(T0 + 1900, T0 + 8100)]) == \
         (T0 + 1900, T0 + 8100)
-    assert train_window([[{"event": "TRAIN_START", "metadata": {"time_ms": 5}}]]) == (5, None)
+    assert event_window([[{"event": "TRAIN_START", "metadata": {"time_ms": 5}}]]) == (5, None)
+    inference = ("INFERENCE_START", "INFERENCE_END")
+    assert event_window([events(T0, T0 + 10, inference)], inference) == (T0, T0 + 10)
+    assert event_window([events(T0, T0 + 10, inference)]) == (None, None)
 
 
 def test_energy_per_sample_over_two_nodes(tmp_path):
@@ -99,3 +103,30 @@ def test_stream_that_ends_long_before_the_round_is_a_dead_monitor(tmp_path):
 def test_node_without_monitor_files_is_missing(tmp_path):
     (tmp_path / "a_noderank0").mkdir()
     assert summarize_round(tmp_path, ["a_noderank0"], [], None)["status"] == "missing"
+
+
+def test_an_inference_round_is_measured_over_its_window_per_query(tmp_path):
+    node(tmp_path, "a_noderank0", 10, 500.0, host_power=1000.0)
+    window = ("INFERENCE_START", "INFERENCE_END")
+    # A training window is in the log too (warm-up, say): the contract's window is the one used.
+    logged = events(T0 + 1000, T0 + 9000) + events(T0 + 2000, T0 + 4000, window)
+    summary = summarize_round(tmp_path, ["a_noderank0"], [logged], {"num_queries": 400},
+                              window=window, throughput={"unit": "queries", "count": "num_queries"})
+    assert summary["window"] == {"start_ms": T0 + 2000, "end_ms": T0 + 4000, "source": "perflog",
+                                 "events": list(window)}
+    overall = summary["overall"]
+    # 2 devices x 500 W over 2 s = 2000 J, for 400 queries; the host 1000 W x 2 s.
+    assert overall["energy_unit"] == "query" and overall["num_queries"] == 400
+    assert overall["energy_per_query_j"] == pytest.approx(5.0)
+    assert overall["host_energy_per_query_j"] == pytest.approx(5.0)
+    assert "energy_per_sample_j" not in overall
+
+
+def test_energy_per_tflop_for_a_flop_count(tmp_path):
+    node(tmp_path, "a_noderank0", 10, 500.0)
+    window = ("BENCHMARK_START", "BENCHMARK_END")
+    summary = summarize_round(tmp_path, ["a_noderank0"], [events(T0, T0 + 4000, window)],
+                              {"flop_done": 8e15}, window=window,
+                              throughput={"unit": "flop", "count": "flop_done"})
+    # 2 x 500 W over 4 s = 4000 J for 8000 TFLOP.
+    assert summary["overall"]["energy_per_tflop_j"] == pytest.approx(0.5)

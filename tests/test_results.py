@@ -7,8 +7,11 @@ import pytest
 
 from driver import perflog
 from driver.finished import RoundClock
-from flagperf_ansible.results import build_summary, finalize_round, round_status, write_run, \
-    write_summary
+from flagperf_ansible.layout import keep_attempt, write_run
+from flagperf_ansible.rounds import finalize_round, refinalize_round, reparse_rounds, round_status
+from flagperf_ansible.summary import build_summary, write_summary
+from run_outputs import CASE, CPU_PROFILE, TRAINING, emit_round, finalize, make_run, \
+    write_planned_run
 
 
 def write_rank_log(node_dir, rank, converged=True, finish=True, p_whole=100.0):
@@ -57,6 +60,9 @@ def test_finalize_round_writes_round_json(tmp_path):
     on_disk = json.loads((tmp_path / "c-pytorch-cpux1x1/round1/round.json").read_text())
     assert on_disk == document
     assert document["status"] == "passed" and document["converged"] is True
+    # No plan here: judged as a training round by its converged claim, no contract, no profile.
+    assert (document["suite"], document["passed"], document["contract"], document["profile"]) \
+        == ("training", True, None, None)
     assert document["finished"]["p_whole"] == 100.0           # rank 0 speaks for the round
     assert document["ranks"]["1"]["p_whole"] == 90.0
     assert document["wall_time"] == 30.0
@@ -96,8 +102,11 @@ def test_summary_over_rounds(tmp_path):
     assert summary["status"] == "passed"
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     markdown = (tmp_path / "summary.md").read_text()
-    assert "| 3 | passed | yes | 93 | 10 | 105 | 210 | - |" in markdown
-    assert "| mean |  |  | 93 | 10 | 105 | 210 | - |" in markdown
+    # No contract: the metric by name, the training suite's figures in samples/s.
+    assert ("| round | status | final_acc1 | p_whole samples/s | p_train samples/s | "
+            "p_core samples/s | MFU | train s | e2e s |") in markdown
+    assert "| 3 | passed | 93 | 105 | - | 210 | - | - | 10 |" in markdown
+    assert "| mean |  | 93 | 105 | - | 210 | - | - | 10 |" in markdown
 
 
 def test_round_clock_figures():
@@ -110,10 +119,27 @@ def test_round_clock_figures():
     assert figures["converged"] is True and figures["final_acc1"] == 91.0
 
 
-def test_summarize_parses_rounds_again_from_raw_artifacts(tmp_path):
-    from run_outputs import CASE, make_run
-    from flagperf_ansible.results import keep_attempt, reparse_rounds, write_summary
+def test_round_json_records_the_plans_suite_contract_and_profile(tmp_path):
+    write_planned_run(tmp_path, 2, TRAINING, CPU_PROFILE)
+    emit_round(tmp_path / f"{CASE}/round1/h1_noderank0")
+    # Claims converged, but its final_acc1 is below its target: the contract's rule decides.
+    emit_round(tmp_path / f"{CASE}/round2/h1_noderank0", extra={"final_acc1": 80.0})
+    first, second = finalize(tmp_path, 1), finalize(tmp_path, 2)
+    assert (first["suite"], first["profile"], first["contract"]) == ("training", CPU_PROFILE,
+                                                                     TRAINING)
+    assert first["passed"] and first["monitor"]["window"]["events"] == ["TRAIN_START",
+                                                                        "TRAIN_END"]
+    assert (second["status"], second["passed"], second["converged"]) == ("failed", False, True)
+    assert "final_acc1 80.0 is not >= its target" in second["reason"]
+    record = json.loads((tmp_path / f"{CASE}/round1/round_record.json").read_text())
+    assert record["contract"] == TRAINING and record["profile"] == CPU_PROFILE
+    # Parsed again without the plan, the round keeps what its record says.
+    (tmp_path / "plan.json").unlink()
+    assert reparse_rounds(tmp_path) == 0                    # no round_start.json: none to redo
+    assert refinalize_round(tmp_path / f"{CASE}/round1")["profile"] == CPU_PROFILE
 
+
+def test_summarize_parses_rounds_again_from_raw_artifacts(tmp_path):
     run_dir = make_run(tmp_path / "run", [10.0, 12.0], rcs=[0, 1])
     first = json.loads((run_dir / CASE / "round1/round.json").read_text())
     (run_dir / CASE / "round1/round.json").unlink()

@@ -4,7 +4,7 @@ controller (RoundBoard); a round's status and who is to blame."""
 
 import pytest
 
-from flagperf_ansible.results import round_status
+from flagperf_ansible.rounds import round_status
 from flagperf_ansible.round_wait import RoundBoard, job_status, node_outcome
 
 RUNNING = {"started": 1, "finished": 0, "ansible_job_id": "j1"}

@@ -55,6 +55,11 @@ def test_round_and_summary_validate_against_the_schemas(masked_run):
     summary = json.loads((masked_run / "summary.json").read_text())
     jsonschema.validate(summary, schema("summary"))
     assert summary["status"] == "passed" and summary["cases"][0]["stats"]["p_whole"]["n"] == 3
+    case = summary["cases"][0]
+    assert (case["suite"], case["profile"], case["diagnostic"]) == ("diagnostic", None, True)
+    document = json.loads(rounds[0].read_text())
+    assert (document["suite"], document["passed"]) == ("diagnostic", True)
+    assert document["contract"]["window"] == ["TRAIN_START", "TRAIN_END"]
 
 
 def test_the_schema_rejects_a_wrong_status(masked_run):
@@ -110,8 +115,9 @@ def test_each_node_has_its_sys_info(masked_run):
 def test_summary_html_is_self_contained_with_plots(masked_run):
     text = (masked_run / "summary.html").read_text()
     images = re.findall(r'<img [^>]*src="([^"]+)"', text)
-    # throughput per round, and a monitor timeline per round and node
-    assert len(images) == 1 + 3
+    # a monitor timeline per round and node; no throughput plot: a diagnostic case's figures
+    # are not benchmark results
+    assert len(images) == 3
     assert all(src.startswith("data:image/png;base64,") for src in images)
     assert "http://" not in text and "https://" not in text
     assert "diagnostic, not a benchmark result" in text
@@ -124,4 +130,5 @@ def test_compare_a_run_with_itself_finds_no_regression(masked_run, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     p_whole = next(r for r in rows if r["figure"] == "p_whole")
-    assert p_whole["change_pct"] == 0.0 and p_whole["verdict"] == "not significant"
+    # The diagnostic suite's figures are never benchmark results: shown, not judged.
+    assert p_whole["change_pct"] == 0.0 and p_whole["verdict"] == "not judged"

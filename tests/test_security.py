@@ -228,9 +228,11 @@ def test_scripts_get_an_argument_list():
     for path, task in scripts:
         args = task["flagperf.benchmark.piped_script"]
         where = f"{path}: {task.get('name')}"
-        assert set(args) <= {"script", "role", "argv", "steps", "keep_going", "executable"}, where
+        assert set(args) <= {"script", "role", "package", "argv", "steps", "keep_going",
+                             "executable"}, where
         if "steps" not in args:
-            steps.append((where, {k: v for k, v in args.items() if k in ("script", "role", "argv")}))
+            steps.append((where, {k: v for k, v in args.items()
+                                  if k in ("script", "role", "package", "argv")}))
             continue
         named = set(STEP_NAME.findall(str(args["steps"])))
         words = re.findall(r"\b_[a-z_]+_steps?\b", str(args["steps"]))
@@ -238,8 +240,9 @@ def test_scripts_get_an_argument_list():
     for name, value in definitions.items():
         steps += [(name, step) for step in (value if isinstance(value, list) else [value])]
     for where, step in steps:
-        assert set(step) <= {"script", "role", "argv", "environment", "input_module"}, where
+        assert set(step) <= {"script", "role", "package", "argv", "environment", "input_module"}, where
         assert "{{" not in step["script"] and "{{" not in step.get("role", ""), where
+        assert "{{" not in step.get("package", ""), where
         if "input_module" in step:
             # A constant module, its arguments a mapping (module arguments, not words).
             assert "{{" not in step["input_module"]["name"], where

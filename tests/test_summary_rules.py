@@ -1,11 +1,22 @@
-"""Case pass rule, statistics and MFU on rounds the real driver wrote, through finalize_round."""
+"""Case pass rule by suite, statistics, MFU, report columns and profile labels on rounds the
+real driver wrote, through finalize_round."""
 
 import json
 
 import pytest
+from rich.console import Console
 
-from flagperf_ansible.results import build_summary, write_summary
-from run_outputs import CASE, make_run
+from flagperf_ansible.report import case_table, print_summary
+from flagperf_ansible.summary import build_summary, write_summary
+from run_outputs import BASE, CASE, CPU_PROFILE, INFERENCE, make_run, make_suite_run
+
+PROFILE_LABEL = ("profile: cpu, not the standard configuration "
+                 "(reduced: image size, data set, epochs)")
+
+
+def inference(wer, **extra):
+    return {"e2e_time": 10.0, "p_whole": 50.0, "p_core": 80.0, "num_queries": 500,
+            "final_wer": wer, "target_wer": 12.0, **extra}
 
 
 def test_one_non_converged_round_of_five_passes_the_case(tmp_path):
@@ -47,7 +58,7 @@ def test_statistics_of_every_numeric_figure(tmp_path):
 
 
 def test_mfu_is_computed_when_both_sides_are_declared(tmp_path):
-    basis = {"flops_per_sample": 2.0e9, "flops_source": "declared", "precision": "bf16",
+    basis = {"flops_per_unit": 2.0e9, "flops_source": "declared", "precision": "bf16",
              "peak_flops_per_device": 1.0e12, "peak_source": "datasheet", "devices": 2,
              "throughput": "p_train", "reason": ""}
     make_run(tmp_path, [10.0, 10.0], mfu_basis=basis)
@@ -57,11 +68,11 @@ def test_mfu_is_computed_when_both_sides_are_declared(tmp_path):
     assert document["mfu"]["computed_by"] == "controller"
     summary = write_summary(tmp_path)
     assert summary["cases"][0]["stats"]["mfu"]["mean"] == pytest.approx(p_train * 1e-3)
-    assert "MFU = p_train x 2e+09 FLOPs/sample (declared)" in (tmp_path / "summary.md").read_text()
+    assert "MFU = p_train x 2e+09 FLOPs per unit (declared)" in (tmp_path / "summary.md").read_text()
 
 
 def test_mfu_is_absent_without_a_peak(tmp_path):
-    basis = {"flops_per_sample": 2.0e9, "flops_source": "declared", "precision": "fp32",
+    basis = {"flops_per_unit": 2.0e9, "flops_source": "declared", "precision": "fp32",
              "peak_flops_per_device": None, "peak_source": None, "devices": 1,
              "throughput": "p_train", "reason": "the vendor declares no fp32 peak for cpu"}
     make_run(tmp_path, [10.0], mfu_basis=basis)
@@ -69,3 +80,76 @@ def test_mfu_is_absent_without_a_peak(tmp_path):
     assert summary["cases"][0]["rounds"][0]["mfu"]["value"] is None
     assert "mfu" not in summary["cases"][0]["stats"]
     assert "no fp32 peak for cpu" in (tmp_path / "summary.md").read_text()
+
+
+def test_an_inference_round_passes_within_its_bound_and_fails_outside_it(tmp_path):
+    make_suite_run(tmp_path, INFERENCE, [inference(8.5), inference(12.5), inference(12.0)])
+    rounds = [json.loads((tmp_path / f"{CASE}/round{n}/round.json").read_text())
+              for n in (1, 2, 3)]
+    assert [(r["suite"], r["status"], r["passed"]) for r in rounds] == [
+        ("inference", "passed", True), ("inference", "failed", False),
+        ("inference", "passed", True)]                  # at the bound is within it (<=)
+    assert rounds[1]["reason"] == "final_wer outside its bound (<= target)"
+    assert rounds[0]["monitor"]["window"]["events"] == ["INFERENCE_START", "INFERENCE_END"]
+    case = build_summary(tmp_path)["cases"][0]
+    assert case["status"] == "failed" and case["rounds_passed"] == 2
+    assert case["pass_rule"] == "every round ran, accuracy within its bound"
+    assert case["stats"]["final_wer"]["n"] == 2
+
+
+def test_an_inference_round_without_its_metric_fails(tmp_path):
+    finished = inference(8.0)
+    del finished["final_wer"]
+    make_suite_run(tmp_path, INFERENCE, [finished])
+    document = json.loads((tmp_path / f"{CASE}/round1/round.json").read_text())
+    assert document["status"] == "failed" and "lacks final_wer" in document["reason"]
+
+
+def test_a_base_round_missing_a_declared_metric_fails(tmp_path):
+    make_suite_run(tmp_path, BASE, [{"e2e_time": 2.0, "bandwidth": 900.0, "bytes_moved": 8e9},
+                                    {"e2e_time": 2.0, "bytes_moved": 8e9},
+                                    None])
+    case = write_summary(tmp_path)["cases"][0]
+    assert [(r["status"], r["reason"]) for r in case["rounds"]] == [
+        ("passed", ""), ("failed", "FINISHED lacks bandwidth"),
+        ("failed", "rank 0 wrote no FINISHED event")]
+    assert case["suite"] == "base" and case["status"] == "failed"
+    header, _ = case_table(case)
+    assert header == ["round", "status", "bandwidth GB/s", "e2e s"]
+
+
+def test_report_columns_and_units_of_an_inference_case(tmp_path):
+    make_suite_run(tmp_path, INFERENCE, [inference(8.0), inference(9.0)])
+    summary = write_summary(tmp_path)
+    case = summary["cases"][0]
+    header, rows = case_table(case)
+    assert header == ["round", "status", "final_wer %", "p_whole queries/s", "p_core queries/s",
+                      "MFU", "e2e s"]
+    assert rows[0] == ["1", "passed", "8", "50", "80", "-", "10"]
+    assert case["figures"]["final_wer"] == {"direction": -1, "unit": "%",
+                                            "header": "final_wer %"}
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "| round | status | final_wer % | p_whole queries/s | p_core queries/s |" in markdown
+    assert "Units: final_wer in %; p_whole, p_core in queries/s; e2e_time in s" in markdown
+    assert "Suite: inference." in markdown and "converged" not in markdown
+    assert "samples" not in markdown
+    page = (tmp_path / "summary.html").read_text()
+    # The throughput plot (no monitor files here: no timelines), in the case's own units.
+    assert page.count('<img alt="throughput per round"') == 1 and "<img" not in page.replace(
+        '<img alt="throughput per round"', "")
+
+
+def test_a_profile_is_labelled_in_round_json_summaries_and_the_console(tmp_path):
+    make_run(tmp_path, [10.0, 11.0], profile=CPU_PROFILE)
+    assert json.loads((tmp_path / f"{CASE}/round1/round.json").read_text())["profile"] \
+        == CPU_PROFILE
+    summary = write_summary(tmp_path)
+    assert summary["cases"][0]["profile"] == CPU_PROFILE
+    for name in ("summary.md", "summary.html"):
+        assert PROFILE_LABEL in (tmp_path / name).read_text(), name
+    console = Console(record=True, width=300)
+    print_summary(summary, console)
+    assert PROFILE_LABEL in console.export_text()
+    # The standard configuration carries no such label.
+    write_summary(make_run(tmp_path / "standard", [10.0]))
+    assert "not the standard configuration" not in (tmp_path / "standard/summary.md").read_text()

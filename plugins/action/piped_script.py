@@ -14,7 +14,9 @@ Options:
   ``files/``, then the playbook's), or with ``role``, in that role of this collection
   (``roles/<role>/files/``): a role's step definition (its ``vars/main.yml``) names its role,
   so the same definition runs from the role's tasks and from a task that combines the steps of
-  several roles;
+  several roles; or with ``package`` (a Python package's name), in that package's folder as the
+  controller imports it (``package: flagperf_ansible``, ``script:
+  datasets/layout_check.py``): one file that is both a module and a host script;
 * ``argv`` (list, default ``[]``): the script's arguments, each passed as one word whatever
   it contains (quoted here; never split or expanded by the host's shell);
 * ``steps`` (list, instead of ``script`` and ``argv``): several scripts in the same exchange,
@@ -51,6 +53,7 @@ pipe data to a command (ssh, local, docker; not winrm).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -61,7 +64,7 @@ from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-STEP_KEYS = frozenset(("script", "role", "argv", "environment", "input_module"))
+STEP_KEYS = frozenset(("script", "role", "package", "argv", "environment", "input_module"))
 
 # The collection's root (this checkout, or the installed collection): a step's ``role`` names a
 # role of it whose files/ holds the script, so that a task outside the role (a round running
@@ -134,7 +137,8 @@ _FAILED_STEP = re.compile(r"step \d+ \(.+\) exited \d+")
 class ActionModule(ActionBase):
     # Nothing goes through a temporary folder on the host: no exchange to make or remove one.
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("script", "role", "argv", "steps", "keep_going", "executable"))
+    _VALID_ARGS = frozenset(("script", "role", "package", "argv", "steps", "keep_going",
+                             "executable"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -144,6 +148,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("give either script (with argv) or steps")
         steps = args["steps"] if "steps" in args else [{"script": args["script"],
                                                          "role": args.get("role"),
+                                                         "package": args.get("package"),
                                                          "argv": args.get("argv")}]
         if not isinstance(steps, list) or not steps:
             raise AnsibleActionFail("steps must be a non-empty list")
@@ -190,7 +195,16 @@ class ActionModule(ActionBase):
         return result
 
     def _script_path(self, step):
-        """Where a step's script is: in its ``role``'s files/, else as ``script`` finds it."""
+        """Where a step's script is: in its ``role``'s files/, in its ``package``'s folder, else as
+        ``script`` finds it."""
+        if step.get("package"):
+            found = importlib.util.find_spec(step["package"])
+            base = (os.path.dirname(found.origin) if found and found.origin else
+                    os.path.join(COLLECTION_ROOT, "src", step["package"]))
+            path = os.path.realpath(os.path.join(base, step["script"]))
+            if not path.startswith(os.path.realpath(base) + os.sep) or not os.path.isfile(path):
+                raise AnsibleActionFail(f"package {step['package']} has no {step['script']}")
+            return path
         if not step["role"]:
             return self._find_needle("files", step["script"])
         path = os.path.join(COLLECTION_ROOT, "roles", step["role"], "files", step["script"])
@@ -214,11 +228,16 @@ class ActionModule(ActionBase):
         """A step's script, argv, environment and input module; ``where`` prefixes the
         messages."""
         if not isinstance(step, dict) or not step.get("script") or set(step) - STEP_KEYS:
-            raise AnsibleActionFail(f"{where.rstrip('.')} must be a mapping of script, role, argv, environment, "
-                                    "input_module")
+            raise AnsibleActionFail(f"{where.rstrip('.')} must be a mapping of script, role, package, argv, "
+                                    "environment, input_module")
         role = to_text(step.get("role") or "")
         if role and not re.fullmatch(r"[a-z][a-z0-9_]*", role):
             raise AnsibleActionFail(f"{where}role must be a role name of this collection, got {role!r}")
+        package = to_text(step.get("package") or "")
+        if package and not re.fullmatch(r"[a-z][a-z0-9_]*", package):
+            raise AnsibleActionFail(f"{where}package must be a Python package name, got {package!r}")
+        if package and role:
+            raise AnsibleActionFail(f"{where}give role or package, not both")
         argv = step.get("argv") or []
         if not isinstance(argv, list):
             raise AnsibleActionFail(f"{where}argv must be a list, got {type(argv).__name__}")
@@ -230,6 +249,6 @@ class ActionModule(ActionBase):
                                        and isinstance(wanted.get("name"), str)
                                        and isinstance(wanted.get("args", {}), dict)):
             raise AnsibleActionFail(f"{where}input_module must be a mapping of name and args (a mapping)")
-        return {"script": to_text(step["script"]), "role": role, "argv": [to_text(word) for word in argv],
+        return {"script": to_text(step["script"]), "role": role, "package": package, "argv": [to_text(word) for word in argv],
                 "environment": {to_text(k): to_text(v) for k, v in environment.items()},
                 "input_module": {"name": wanted["name"], "args": wanted.get("args") or {}} if wanted else None}

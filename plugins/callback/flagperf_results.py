@@ -31,7 +31,9 @@ except ImportError:  # running from a checkout without `pip install`: src/ besid
 
 from ansible.plugins.callback import CallbackBase
 
-from flagperf_ansible import results
+from flagperf_ansible.layout import mark_round_start, write_run
+from flagperf_ansible.rounds import finalize_round
+from flagperf_ansible.summary import write_summary
 
 DOCUMENTATION = """
 name: flagperf_results
@@ -110,21 +112,21 @@ class CallbackModule(CallbackBase):
         try:
             if "flagperf_run" in data:
                 record = data["flagperf_run"]
-                results.write_run(Path(record["run_dir"]), record["plan"], record.get("extra", {}),
+                write_run(Path(record["run_dir"]), record["plan"], record.get("extra", {}),
                                   PROJECT)
             if "flagperf_round_start" in data:
                 record = data["flagperf_round_start"]
-                results.mark_round_start(Path(record["run_dir"]), str(record["key"]))
+                mark_round_start(Path(record["run_dir"]), str(record["key"]))
                 self._errors = []
                 self._in_flight = {"run_dir": str(record["run_dir"]), "key": str(record["key"])}
             if "flagperf_round" in data:
                 self._in_flight = None
-                document = results.finalize_round(data["flagperf_round"])
+                document = finalize_round(data["flagperf_round"])
                 self._display.display(
                     f"flagperf: {document['case_id']} round {document['round']}: "
                     f"{document['status']} {document['reason']}".rstrip())
             if "flagperf_report" in data:
-                summary = results.write_summary(Path(data["flagperf_report"]["run_dir"]))
+                summary = write_summary(Path(data["flagperf_report"]["run_dir"]))
                 self._display.display(f"flagperf: run {summary['run_id']}: {summary['status']}")
         except (OSError, ValueError, KeyError) as err:
             # Never lose the run over a results-writing problem: say it, keep going.
@@ -163,6 +165,6 @@ class CallbackModule(CallbackBase):
         except KeyboardInterrupt:
             return
         if not (run_dir / in_flight["key"] / "round.json").is_file():
-            results.finalize_round({"run_dir": str(run_dir), "key": in_flight["key"],
+            finalize_round({"run_dir": str(run_dir), "key": in_flight["key"],
                                     "interrupted": not error, "error": error, "hosts": []})
-            results.write_summary(run_dir)
+            write_summary(run_dir)

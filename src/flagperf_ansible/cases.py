@@ -1,164 +1,295 @@
-"""The standard cases: ``benchmarks/<model>/<framework>/case.yml`` and its configurations.
+"""The cases of every suite, their ``case.yml`` (``case_schema``) and their configurations.
+
+Where a case lives (FlagPerf keeps training and inference apart):
+
+* training and diagnostic cases: ``benchmarks/<model>/<framework>/`` (FlagPerf's
+  ``training/benchmarks/<model>/<framework>``);
+* inference and base cases: ``benchmarks/<suite>/<model>/<framework>/``.
 
 Configuration layering (DESIGN.md "Configuration rules"), lowest first:
 
-1. ``benchmarks/<model>/<framework>/config/standard.yaml``: ``params`` (the standard
-   hyper-parameters) and ``mutable`` (the keys a vendor may override);
-2. ``benchmarks/<model>/<framework>/config/<hardware>.yaml`` if present: a profile the case itself
-   owns for a kind of hardware (``cpu`` trains on the small digits data set), any known key;
-3. ``vendors/<vendor>/<model>-<framework>/config/<hardware>x<nnodes>x<nproc>.yaml`` if present:
-   the vendor's override, mutable keys only, each different from the value it replaces.
+1. ``config/standard.yaml``: ``params`` (the standard configuration, FlagPerf's reference
+   recipe), ``mutable`` (the keys a vendor may override), ``fixed`` (keys no profile changes);
+2. ``config/<hardware>.yaml`` if present: the case's profile for a kind of hardware (``cpu``
+   trains on small data): ``profile`` (what it is, what it reduces) and ``params``; any key of
+   the standard configuration but the fixed ones. A round on a profile says so in its results;
+3. ``vendors/<vendor>/[<suite>/]<model>-<framework>/config/<hardware>x<nnodes>x<nproc>.yaml``
+   if present: the vendor's override, mutable keys only, each different from the value it
+   replaces (``<suite>/`` for inference and base cases).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pydantic import BaseModel
 
+from flagperf_ansible.case_schema import CaseFile, ProfileConfig, StandardConfig
 from flagperf_ansible.casespec import CaseSpec
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.mfu import check_case_flops
+from flagperf_ansible.errors import ConfigError, raise_first
+from flagperf_ansible.yamlio import read_yaml
 
-LAUNCHERS = ("torchrun", "python")
+#: Suites whose cases live in their own folder under ``benchmarks/``.
+SUITE_FOLDERS = ("inference", "base")
+#: Folders under ``benchmarks/`` that are not models.
+NOT_MODELS = (*SUITE_FOLDERS, "driver")
+
+
+def case_dir(project: Path, suite: str, model: str, framework: str) -> Path:
+    """The folder of a case of ``suite`` (training and diagnostic share FlagPerf's layout)."""
+    base = project / "benchmarks"
+    return (base / suite if suite in SUITE_FOLDERS else base) / model / framework
+
+
+def vendor_case_dir(project: Path, vendor: str, suite: str, model: str, framework: str) -> Path:
+    """``vendors/<vendor>/[<suite>/]<model>-<framework>``: a vendor's overrides and adapter."""
+    base = project / "vendors" / vendor
+    return (base / suite if suite in SUITE_FOLDERS else base) / f"{model}-{framework}"
 
 
 @dataclass(frozen=True)
 class CaseDef:
-    """A standard case as declared by its ``case.yml``."""
+    """A case as its ``case.yml`` and ``config/standard.yaml`` declare it."""
 
     model: str
     framework: str
     directory: Path
-    description: str
-    entry: str
-    launcher: str
-    metric: str
-    timeout: int
-    needs_data: bool
-    diagnostic: bool = False
-    mutable: tuple[str, ...] = field(default=())
-    #: Training FLOPs per sample and their source (``flagperf_ansible.mfu``), or None.
-    flops: dict[str, Any] | None = None
-    #: Case ``precision`` value -> datasheet precision of the peak it runs at (amp -> bf16).
-    precision_peak: dict[str, str] = field(default_factory=dict)
-    #: Files the case writes that a round does not fetch (tar patterns: ONNX files, compiled
-    #: engines, checkpoints); the collect role lists them as left out.
-    large_artifacts: tuple[str, ...] = field(default=())
+    spec: CaseFile
+    standard: StandardConfig
+
+    @property
+    def suite(self) -> str:
+        return self.spec.suite
+
+    @property
+    def diagnostic(self) -> bool:
+        return self.spec.suite == "diagnostic"
+
+    @property
+    def needs_data(self) -> bool:
+        return self.spec.data is not None
+
+    @property
+    def metric(self) -> str | None:
+        """The target's metric without ``final_`` (``acc1``), FlagPerf's name for it."""
+        if self.spec.target is None:
+            return None
+        name = self.spec.target.metric
+        return name[len("final_"):] if name.startswith("final_") else name
+
+    @property
+    def key(self) -> str:
+        """``model:framework``, with ``:suite`` where the suite is not training."""
+        tail = f":{self.suite}" if self.suite in SUITE_FOLDERS else ""
+        return f"{self.model}:{self.framework}{tail}"
+
+    def contract(self) -> dict[str, Any]:
+        """What the controller judges the case's rounds by, as plain data for the plan:
+        ``{suite, metrics, target, throughput, window, data_format}`` (``window``: the
+        monitoring window's PerfLog events, the suite's unless the case sets its own)."""
+        from flagperf_ansible.suites import suite as suite_of
+        spec = self.spec
+        window = (spec.monitoring.start, spec.monitoring.end) if spec.monitoring \
+            else suite_of(spec.suite).window
+        return {"suite": spec.suite,
+                "metrics": {k: m.model_dump() for k, m in spec.metrics.items()},
+                "target": spec.target.model_dump() if spec.target else None,
+                "throughput": spec.throughput.model_dump(),
+                "window": list(window),
+                "data_format": spec.data.format if spec.data else None}
 
 
-def read_yaml(path: Path, project: Path | None = None) -> Any:
-    """Load a YAML file, raising ``ConfigError`` naming the file on a syntax error."""
-    shown = str(path.relative_to(project)) if project and path.is_relative_to(project) else str(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        problem = getattr(err, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{where}{problem}", shown) from None
-    except OSError as err:
-        raise ConfigError(err.strerror or str(err), shown) from None
+def _shown(path: Path, project: Path) -> str:
+    return str(path.relative_to(project)) if path.is_relative_to(project) else str(path)
 
 
-def load_case(project: Path, model: str, framework: str) -> CaseDef:
-    """Read ``benchmarks/<model>/<framework>/case.yml``.
+def _parse(model: type[BaseModel], path: Path, project: Path) -> Any:
+    """Read ``path`` into ``model``; ``ConfigError`` naming the file and key on any problem."""
+    data = read_yaml(path, project)
+    shown = _shown(path, project)
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping", shown)
+    with raise_first(shown, ""):
+        return model.model_validate(data)
+
+
+def load_case(project: Path, model: str, framework: str, suite: str = "training") -> CaseDef:
+    """Read a case's ``case.yml`` and ``config/standard.yaml``.
+
+    Args:
+        suite: the case spec's suite; ``training`` also finds diagnostic cases, which share
+            the training layout.
 
     Raises:
-        ConfigError: no such case, or its case.yml is malformed.
+        ConfigError: no such case, or a file of it is malformed (naming the file and key).
     """
-    directory = project / "benchmarks" / model / framework
+    directory = case_dir(project, suite, model, framework)
     path = directory / "case.yml"
     if not path.is_file():
-        known = ", ".join(f"{c.model}:{c.framework}" for c in list_cases(project))
-        raise ConfigError(f"no standard case {model}:{framework} (known: {known})")
-    data = read_yaml(path, project) or {}
-    shown = str(path.relative_to(project))
-    standard = read_yaml(directory / "config" / "standard.yaml", project) or {}
-    try:
-        case = CaseDef(
-            model=model,
-            framework=framework,
-            directory=directory,
-            description=str(data["description"]),
-            entry=str(data["entry"]),
-            launcher=str(data.get("launcher", "torchrun")),
-            metric=str(data["metric"]),
-            timeout=int(data["timeout"]),
-            needs_data=bool(data.get("needs_data", True)),
-            diagnostic=bool(data.get("diagnostic", False)),
-            mutable=tuple(standard.get("mutable", ())),
-            flops=check_case_flops(data.get("flops_per_sample"), shown),
-            precision_peak={str(k): str(v) for k, v in (data.get("precision_peak") or {}).items()},
-            large_artifacts=tuple(str(p) for p in data.get("large_artifacts") or ()),
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise ConfigError(f"missing or bad key {err}", shown) from None
-    if case.launcher not in LAUNCHERS:
-        raise ConfigError(f"launcher must be one of {', '.join(LAUNCHERS)}", shown, "launcher")
+        known = ", ".join(c.key for c in list_cases(project))
+        name = f"{model}:{framework}" + (f" ({suite})" if suite != "training" else "")
+        raise ConfigError(f"no case {name} (known: {known})")
+    spec = _parse(CaseFile, path, project)
+    expected = {"inference": ("inference",), "base": ("base",)}.get(suite, ("training", "diagnostic"))
+    if spec.suite not in expected:
+        raise ConfigError(f"a {spec.suite} case does not belong under "
+                          f"{_shown(directory.parent.parent, project)}/", _shown(path, project),
+                          "suite")
+    if not (directory / spec.entry).is_file():
+        raise ConfigError(f"no file {spec.entry} in the case folder", _shown(path, project), "entry")
+    if spec.data is not None:
+        from flagperf_ansible import datasets
+        if spec.data.format not in datasets.names():
+            raise ConfigError(f"no data format {spec.data.format!r} (known: "
+                              f"{', '.join(datasets.names())})", _shown(path, project),
+                              "data.format")
+    standard = _parse(StandardConfig, directory / "config" / "standard.yaml", project)
+    case = CaseDef(model, framework, directory, spec, standard)
+    _check_contract_keys(case, _shown(path, project))
     return case
 
 
+def _check_contract_keys(case: CaseDef, shown: str) -> None:
+    """case.yml keys that name configuration keys must name parameters of the case."""
+    params = case.standard.params
+    target, flops = case.spec.target, case.spec.mfu.flops_per_unit if case.spec.mfu else None
+    if target and target.config_key not in params:
+        raise ConfigError(f"{target.config_key!r} is not a key of config/standard.yaml params",
+                          shown, "target.config_key")
+    if flops and flops.scale_key and flops.scale_key not in params:
+        raise ConfigError(f"{flops.scale_key!r} is not a key of config/standard.yaml params",
+                          shown, "mfu.flops_per_unit.scale_key")
+    if flops and flops.formula:
+        from flagperf_ansible.case_schema import formula_keys
+        for name in formula_keys(flops.formula):
+            if name not in params:
+                raise ConfigError(f"{name!r} is not a key of config/standard.yaml params",
+                                  shown, "mfu.flops_per_unit.formula")
+
+
 def list_cases(project: Path) -> list[CaseDef]:
-    """Every standard case under ``benchmarks/``, sorted by model and framework."""
-    found = sorted(project.glob("benchmarks/*/*/case.yml"))
-    return [load_case(project, p.parent.parent.name, p.parent.name) for p in found]
+    """Every case of every suite under ``benchmarks/``, sorted by suite, model and framework."""
+    found: list[tuple[str, Path]] = [
+        ("training", p) for p in project.glob("benchmarks/*/*/case.yml")
+        if p.parent.parent.name not in NOT_MODELS]
+    for suite in SUITE_FOLDERS:
+        found += [(suite, p) for p in project.glob(f"benchmarks/{suite}/*/*/case.yml")]
+    cases = [load_case(project, p.parent.parent.name, p.parent.name, suite) for suite, p in found]
+    return sorted(cases, key=lambda c: (c.suite, c.model, c.framework))
 
 
-def _flat(path: Path, project: Path) -> dict[str, Any]:
+def profile_of(project: Path, case: CaseDef, hardware: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The case's profile for ``hardware``: ``(label, params)``, or None when it has none.
+
+    ``label`` is ``{name, standard: False, description, reduced}``, what results show.
+
+    Raises:
+        ConfigError: the profile is malformed, names a key that is not a parameter, or
+        changes a fixed key.
+    """
+    path = case.directory / "config" / f"{hardware}.yaml"
+    if hardware == "standard" or not path.is_file():
+        return None
+    shown = _shown(path, project)
+    profile = _parse(ProfileConfig, path, project)
+    for key in profile.params:
+        if key not in case.standard.params:
+            raise ConfigError("unknown key (not in config/standard.yaml params)", shown,
+                              f"params.{key}")
+        if key in case.standard.fixed:
+            raise ConfigError("a fixed key of this case (config/standard.yaml 'fixed'): no "
+                              "profile changes it", shown, f"params.{key}")
+    label = {"name": hardware, "standard": False, "description": profile.profile.description,
+             "reduced": list(profile.profile.reduced)}
+    return label, dict(profile.params)
+
+
+def vendor_overrides(project: Path, case: CaseDef, path: Path,
+                     config: dict[str, Any]) -> dict[str, Any]:
+    """Check one vendor override file against the case and return its keys.
+
+    Raises:
+        ConfigError: naming the file and key of an unknown key, an override of a key that is
+        not mutable, or an override equal to the value it replaces in ``config``.
+    """
+    shown = _shown(path, project)
     data = read_yaml(path, project)
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError("expected a mapping of hyper-parameters", str(path.relative_to(project)))
-    return data
+        raise ConfigError("expected a mapping of hyper-parameters", shown)
+    for key, value in data.items():
+        if key not in config:
+            raise ConfigError("unknown key", shown, str(key))
+        if key not in case.standard.mutable:
+            raise ConfigError(
+                "not a mutable key of this case (see its config/standard.yaml 'mutable')",
+                shown, str(key))
+        if config[key] == value:
+            raise ConfigError(f"override equals the standard value {value!r}", shown, str(key))
+    return dict(data)
 
 
 def effective_config(
     project: Path, case: CaseDef, spec: CaseSpec, vendor: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The hyper-parameters one round runs with, and the vendor's overrides among them.
-
-    Returns:
-        ``(config, overrides)``: ``config`` maps every standard key to its effective value;
-        ``overrides`` holds only the keys the vendor file changed.
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """The hyper-parameters one round runs with, the vendor's overrides among them, and the
+    profile label (None on the standard configuration).
 
     Raises:
-        ConfigError: naming the file and key of an unknown key, an override of an immutable
-        key, or an override equal to the value it replaces.
+        ConfigError: see ``profile_of`` and ``vendor_overrides``.
     """
-    config_dir = case.directory / "config"
-    standard_path = config_dir / "standard.yaml"
-    standard = read_yaml(standard_path, project) or {}
-    params = standard.get("params")
-    if not isinstance(params, dict):
-        raise ConfigError("required key is missing", str(standard_path.relative_to(project)), "params")
-    config = dict(params)
+    config = dict(case.standard.params)
+    profile = profile_of(project, case, spec.hardware)
+    label = None
+    if profile:
+        label, params = profile
+        config.update(params)
+    vendor_file = (vendor_case_dir(project, vendor, case.suite, case.model, case.framework)
+                   / "config" / f"{spec.hardware_config}.yaml")
+    overrides = vendor_overrides(project, case, vendor_file, config) if vendor_file.is_file() else {}
+    config.update(overrides)
+    return config, overrides, label
 
-    profile = config_dir / f"{spec.hardware}.yaml"
-    if profile.is_file():
-        for key, value in _flat(profile, project).items():
-            if key not in config:
-                raise ConfigError("unknown key", str(profile.relative_to(project)), str(key))
-            config[key] = value
 
-    overrides: dict[str, Any] = {}
-    vendor_file = (project / "vendors" / vendor / f"{case.model}-{case.framework}" / "config"
-                   / f"{spec.hardware_config}.yaml")
-    if vendor_file.is_file():
-        shown = str(vendor_file.relative_to(project))
-        for key, value in _flat(vendor_file, project).items():
-            if key not in config:
-                raise ConfigError("unknown key", shown, str(key))
-            if key not in case.mutable:
-                raise ConfigError(
-                    "not a mutable key of this case (see its config/standard.yaml 'mutable')",
-                    shown, str(key),
-                )
-            if config[key] == value:
-                raise ConfigError(f"override equals the standard value {value!r}", shown, str(key))
-            config[key] = overrides[key] = value
-    return config, overrides
+def check_vendor_kit(project: Path, vendor: str) -> int:
+    """Check every case's configurations and every override file of ``vendor``, not only what
+    a plan runs: each case.yml, standard.yaml and profile, and each
+    ``vendors/<vendor>/[<suite>/]<model>-<framework>/config/*.yaml`` against its case (the
+    profile of its hardware, if the case has one, applied first).
+
+    Returns:
+        The number of files checked.
+
+    Raises:
+        ConfigError: the first problem, naming its file and key.
+    """
+    checked = 0
+    cases = list_cases(project)
+    by_folder = {vendor_case_dir(project, vendor, c.suite, c.model, c.framework): c for c in cases}
+    for case in cases:
+        checked += 2
+        for profile in sorted((case.directory / "config").glob("*.yaml")):
+            if profile.stem != "standard":
+                profile_of(project, case, profile.stem)
+                checked += 1
+    vendor_root = project / "vendors" / vendor
+    for path in sorted(vendor_root.glob("*/config/*.yaml")) + sorted(
+            vendor_root.glob("*/*/config/*.yaml")):
+        folder = path.parent.parent
+        case = by_folder.get(folder)
+        if case is None:
+            if folder.parent.name in SUITE_FOLDERS or folder.parent == vendor_root:
+                raise ConfigError(f"no case for this override folder ({folder.name})",
+                                  _shown(path, project))
+            continue
+        hardware = path.stem.rsplit("x", 2)[0]
+        config = dict(case.standard.params)
+        profile = profile_of(project, case, hardware)
+        if profile:
+            config.update(profile[1])
+        vendor_overrides(project, case, path, config)
+        checked += 1
+    return checked

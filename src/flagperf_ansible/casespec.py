@@ -1,18 +1,19 @@
 """Case specs: what a user asks to run, in either of the two accepted forms.
 
-A case spec names a standard case (model x framework) and where and how often to run it.
+A case spec names a case (model x framework, of a suite) and where and how often to run it.
 Two input forms give the same structure:
 
 * a mapping: ``{model: resnet50, framework: pytorch, hardware: cpu, nnodes: 1,
-  nproc_per_node: 1, repeat: 2, data_dir: data/digits}``;
-* FlagPerf's key ``model:framework:hardware:nnodes:nproc:repeat``, alone or as a one-entry
-  mapping to its data_dir (FlagPerf's ``CASES = {key: data_dir}``).
+  nproc_per_node: 1, repeat: 2, data_dir: data/digits}``, with ``suite: inference`` or
+  ``suite: base`` for a case of those suites;
+* FlagPerf's training key ``model:framework:hardware:nnodes:nproc:repeat``, alone or as a
+  one-entry mapping to its data_dir (FlagPerf's ``CASES = {key: data_dir}``).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
@@ -85,6 +86,9 @@ class CaseSpec(BaseModel):
     model: str
     framework: str
     hardware: str
+    #: Which family of cases ``model``/``framework`` names: training (FlagPerf's key, which
+    #: also finds the diagnostic case), inference or base.
+    suite: Literal["training", "inference", "base"] = "training"
     nnodes: Count
     nproc_per_node: Count
     repeat: Count = 1
@@ -101,8 +105,10 @@ class CaseSpec(BaseModel):
 
     @property
     def case_id(self) -> str:
-        """``<model>-<framework>-<hardware>x<nnodes>x<nproc>``, e.g. ``resnet50-pytorch-A100x2x8``."""
-        return f"{self.model}-{self.framework}-{self.hardware_config}"
+        """``<model>-<framework>-<hardware>x<nnodes>x<nproc>``, e.g. ``resnet50-pytorch-A100x2x8``;
+        inference and base cases name their suite: ``resnet50-pytorch-inference-A100x1x1``."""
+        suite = "" if self.suite == "training" else f"{self.suite}-"
+        return f"{self.model}-{self.framework}-{suite}{self.hardware_config}"
 
     @property
     def hardware_config(self) -> str:

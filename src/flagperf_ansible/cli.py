@@ -56,11 +56,21 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("cases", help="list the standard cases")
 
-    data = sub.add_parser("data", help="data sets")
+    # Formats and their names come from the data-set registry (flagperf_ansible.datasets).
+    from flagperf_ansible.datasets import names as data_format_names
+
+    data = sub.add_parser("data", help="data-set formats: list, write tiny data, check a folder")
     data_sub = data.add_subparsers(dest="data_command", required=True)
-    prepare = data_sub.add_parser("prepare", help="write a data set in the ImageNet folder layout")
-    prepare.add_argument("name", choices=("digits",))
-    prepare.add_argument("target", type=Path)
+    data_sub.add_parser("list", help="list the data formats a case may name, one line each")
+    prepare = data_sub.add_parser("prepare", help="write tiny data in a format's exact layout")
+    prepare.add_argument("name", choices=data_format_names(), metavar="NAME",
+                         help="a format of `data list` (or digits: imagenet's tiny data)")
+    prepare.add_argument("target", type=Path, help="folder to write (created if missing)")
+    check = data_sub.add_parser("check", help="check a folder's layout against a format; exit 1 "
+                                              "and one line per problem when it does not match")
+    check.add_argument("name", choices=data_format_names(), metavar="NAME",
+                       help="a format of `data list`")
+    check.add_argument("path", type=Path, help="the data set's folder")
     return parser
 
 
@@ -99,7 +109,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from flagperf_ansible.paths import project_dir
     from flagperf_ansible.runner import prepare
 
-    prepared = prepare(project_dir(), args.inventory)
+    prepared = prepare(project_dir(), args.inventory, check_data=True)
     plan = prepared.plan
     cases = ", ".join(c["case_id"] for c in plan["cases"])
     print(f"{args.inventory}: ok: vendor {plan['vendor']}, {len(plan['rounds'])} round(s): {cases}")
@@ -108,9 +118,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     from flagperf_ansible.report import print_summary
-    from flagperf_ansible.results import write_summary
-
-    from flagperf_ansible.results import is_flagperf_layout
+    from flagperf_ansible.flagperf_import import is_flagperf_layout
+    from flagperf_ansible.summary import write_summary
 
     if not args.run_dir.is_dir():
         raise ConfigError("no such run folder", str(args.run_dir))
@@ -126,7 +135,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from flagperf_ansible.compare import compare_runs, print_comparison
-    from flagperf_ansible.results import write_json
+    from flagperf_ansible.layout import write_json
 
     if args.tolerance < 0:
         raise ConfigError("must be 0 or more", "command line", "--tolerance")
@@ -143,18 +152,37 @@ def cmd_cases(_args: argparse.Namespace) -> int:
     from flagperf_ansible.cases import list_cases
     from flagperf_ansible.paths import project_dir
 
-    for case in list_cases(project_dir()):
-        kind = " [diagnostic]" if case.diagnostic else ""
-        print(f"{case.model}:{case.framework}{kind}  {case.description}")
+    cases = list_cases(project_dir())
+    width = max((len(c.key) for c in cases), default=0)
+    for case in cases:
+        print(f"{case.suite:<10}  {case.key:<{width}}  {case.spec.description}")
     return EXIT_OK
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from flagperf_ansible.data import prepare
+    from flagperf_ansible import datasets
 
-    counts = prepare(args.name, args.target)
-    print(f"{args.name}: {args.target}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    return EXIT_OK
+    if args.data_command == "list":
+        known = datasets.formats()
+        width = max((len(f.name) for f in known), default=0)
+        for data_format in known:
+            also = f" (also: {', '.join(data_format.aliases)})" if data_format.aliases else ""
+            print(f"{data_format.name:<{width}}  {data_format.description}{also}")
+        return EXIT_OK
+    if args.data_command == "prepare":
+        try:
+            counts = datasets.prepare(args.name, args.target)
+        except ModuleNotFoundError as err:
+            raise ConfigError(f"writing {args.name} data needs {err.name}: pip install "
+                              "'flagperf-ansible[local]'", "command line", "data prepare") from None
+        print(f"{args.name}: {args.target}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        return EXIT_OK
+    problems = datasets.check(args.name, args.path)
+    for problem in problems:
+        print(problem)
+    verdict = f"{len(problems)} problem(s)" if problems else "ok"
+    print(f"{args.name}: {args.path}: {verdict}", file=sys.stderr if problems else sys.stdout)
+    return EXIT_FAILED if problems else EXIT_OK
 
 
 COMMANDS = {"run": cmd_run, "validate": cmd_validate, "summarize": cmd_summarize,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from flagperf_ansible.cases import read_yaml
+from flagperf_ansible.yamlio import read_yaml
 from flagperf_ansible.errors import ConfigError
 
 HOST_GROUP = "flagperf_hosts"
@@ -193,7 +193,7 @@ def _check_host_settings(hosts: list[str], groups: dict[str, Any], base: Path, s
                          settings: dict[str, Any], origins: dict[str, str]) -> None:
     """A host's own ``flagperf_*`` variables (inline or host_vars) are checked like the
     group's: Ansible gives them to that host's plays."""
-    from flagperf_ansible.plan import check_settings
+    from flagperf_ansible.settings import check_settings
 
     for host in hosts:
         own: dict[str, Any] = {}

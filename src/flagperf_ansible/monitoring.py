@@ -5,19 +5,25 @@ A node dir holds the monitor's streams, each a CSV whose ``timestamp_ms`` is wal
 ``device_monitor.csv`` (one row per device per sample), plus ``monitor.json`` (what was sampled,
 and the lifecycle status the monitor and its ``stop`` wrote).
 
-Figures are taken over the training window, TRAIN_START..TRAIN_END of the round's PerfLog (the
-earliest TRAIN_START and the latest TRAIN_END over all ranks); where the round never reached
-TRAIN_END, over the samples it has (``window.source: "round"``), and no energy per sample is given.
+Figures are taken over the round's monitoring window: the case contract's ``window`` events
+(its suite's by default: TRAIN_START..TRAIN_END for training, INFERENCE_START..INFERENCE_END for
+inference, BENCHMARK_START..BENCHMARK_END for base), the earliest start and the latest end over
+all ranks' PerfLog; where the round never reached its end event, over the samples it has
+(``window.source: "round"``), and no energy per unit is given.
 
 Energy (J) is the trapezoid integral of power samples over the window, power interpolated
-linearly at its two ends::
+linearly at its two ends; energy per unit of work divides by the contract's throughput count
+(FINISHED of rank 0, all ranks; ``num_trained_samples`` by default)::
 
     E = sum_i (P_i + P_{i+1}) / 2 * (t_{i+1} - t_i)            t in s, P in W
-    energy_per_sample_j = E_devices / num_trained_samples        (FINISHED of rank 0, all ranks)
+    energy_per_<unit>_j = E_devices / (FINISHED[count] / scale)
 
-``E_devices`` sums every device of every node; the host figure (``host_energy_per_sample_j``,
-RAPL or IPMI) is kept apart, since for the ``cpu`` vendor both count the same packages. Either is
-``None`` where a device or host lacks power samples that cover the window.
+``<unit>`` is the throughput unit in the singular (sample, image, token, query, mel_frame, byte;
+``tflop`` with scale 1e12 for FLOP counts), e.g. ``energy_per_image_j``; ``overall.energy_unit``
+names it. ``E_devices`` sums every device of every node; the host figure
+(``host_energy_per_<unit>_j``, RAPL or IPMI) is kept apart, since for the ``cpu`` vendor both
+count the same packages. Either is ``None`` where a device or host lacks power samples that
+cover the window.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ SYSTEM_FILE = "sys_monitor.csv"
 DEVICE_FILE = "device_monitor.csv"
 INFO_FILE = "monitor.json"
 #: A stream that ends this long (or 5 intervals, if longer) before the monitor was stopped, or
-#: the training ended, belonged to a monitor that stopped sampling: it is reported as died.
+#: the monitoring window ended, belonged to a monitor that stopped sampling: it is reported as died.
 STALE_MS = 5000
 
 Row = dict[str, float | None]
@@ -58,18 +64,32 @@ def read_stream(path: Path) -> list[Row]:
     return sorted(rows, key=lambda r: r["timestamp_ms"])
 
 
-def train_window(events_by_rank: Iterable[list[dict[str, Any]]]) -> tuple[int | None, int | None]:
-    """``(start_ms, end_ms)``: the earliest TRAIN_START and latest TRAIN_END ``time_ms`` of the
-    ranks' PerfLog events (each item one rank's event list); ``None`` for a missing end."""
+#: The window of a round whose contract names none (FlagPerf's folders: training).
+DEFAULT_WINDOW = ("TRAIN_START", "TRAIN_END")
+#: Throughput units (case_schema.THROUGHPUT_UNITS) as energy is given per one of them:
+#: ``(name in the singular, units per named unit)``.
+ENERGY_UNITS = {"samples": ("sample", 1.0), "tokens": ("token", 1.0), "images": ("image", 1.0),
+                "mel_frames": ("mel_frame", 1.0), "queries": ("query", 1.0),
+                "bytes": ("byte", 1.0), "flop": ("tflop", 1e12)}
+DEFAULT_THROUGHPUT = {"unit": "samples", "count": "num_trained_samples"}
+
+
+def event_window(events_by_rank: Iterable[list[dict[str, Any]]],
+                 window: tuple[str, str] | list[str] = DEFAULT_WINDOW
+                 ) -> tuple[int | None, int | None]:
+    """``(start_ms, end_ms)``: the earliest ``window[0]`` and latest ``window[1]`` event
+    ``time_ms`` of the ranks' PerfLog events (each item one rank's event list); ``None`` for
+    a missing one."""
+    start_event, end_event = window
     starts, ends = [], []
     for events in events_by_rank:
         for event in events:
             stamp = (event.get("metadata") or {}).get("time_ms")
             if not isinstance(stamp, (int, float)):
                 continue
-            if event.get("event") == "TRAIN_START":
+            if event.get("event") == start_event:
                 starts.append(int(stamp))
-            elif event.get("event") == "TRAIN_END":
+            if event.get("event") == end_event:
                 ends.append(int(stamp))
     return (min(starts) if starts else None, max(ends) if ends else None)
 
@@ -155,7 +175,8 @@ def summarize_node(node_dir: Path, start_ms: float | None, end_ms: float | None,
     """Monitor summary of one node dir over ``start_ms..end_ms`` (None: all samples).
 
     Returns a dict: ``status`` (ok|died|not stopped|missing), ``detail``, ``samples``,
-    ``first_ms``, ``last_ms``, ``covers_train`` (samples span the window to within one interval),
+    ``first_ms``, ``last_ms``, ``covers_train`` (samples span the monitoring window to within
+    one interval; named before suites, it means the window of any suite),
     ``system`` (cpu % mean/max, peak memory bytes, load), ``host_power`` (source, mean W, energy J,
     or ``"not available"``) and ``devices`` (per device and together: utilisation % mean/max,
     peak memory bytes, mean power W, energy J, max temperature C, mean clock MHz).
@@ -253,23 +274,34 @@ _STATUS_ORDER = ("died", "missing", "not stopped", "ok")
 def summarize_round(round_dir: Path, node_dirs: list[str],
                     events_by_rank: list[list[dict[str, Any]]],
                     finished: dict[str, Any] | None,
-                    round_end_ms: float | None = None) -> dict[str, Any]:
+                    round_end_ms: float | None = None,
+                    window: tuple[str, str] | list[str] | None = None,
+                    throughput: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``monitor`` section of round.json.
 
     Args:
         round_dir: ``<run_dir>/<case_id>/round<k>``.
         node_dirs: names of its ``<host>_noderank<i>`` folders, in noderank order.
-        events_by_rank: each rank's PerfLog events (for the training window).
-        finished: rank 0's FINISHED values (``num_trained_samples``), or None.
+        events_by_rank: each rank's PerfLog events (for the monitoring window).
+        finished: rank 0's FINISHED values (the unit count), or None.
         round_end_ms: when the round ended (the staleness reference without a stop time).
+        window: the contract's ``[start_event, end_event]`` (default TRAIN_START, TRAIN_END).
+        throughput: the contract's ``throughput``: ``unit`` (e.g. ``images``) and ``count``
+            (the FINISHED key counting those units; default samples, ``num_trained_samples``).
 
     Returns:
-        ``{status, window: {start_ms, end_ms, source}, nodes: {dir: node summary}, overall}``;
-        ``status`` is the worst node status (died > missing > not stopped > ok) and ``overall``
-        combines the nodes: utilisation mean/max over every device, peak device memory, mean
-        power and energy summed over devices (and apart, over hosts), J per trained sample.
+        ``{status, window: {start_ms, end_ms, source, events}, nodes: {dir: node summary},
+        overall}``; ``status`` is the worst node status (died > missing > not stopped > ok) and
+        ``overall`` combines the nodes: utilisation mean/max over every device, peak device
+        memory, mean power and energy summed over devices (and apart, over hosts), the unit
+        count under its FINISHED key, ``energy_unit`` and J per that unit
+        (``energy_per_<unit>_j``, ``host_energy_per_<unit>_j``).
     """
-    start, end = train_window(events_by_rank)
+    events = tuple(window or DEFAULT_WINDOW)
+    throughput = {**DEFAULT_THROUGHPUT, **(throughput or {})}
+    unit, scale = ENERGY_UNITS.get(str(throughput["unit"]), (str(throughput["unit"]), 1.0))
+    count_key = str(throughput["count"])
+    start, end = event_window(events_by_rank, events)
     source = "perflog" if start is not None and end is not None else "round"
     nodes = {name: summarize_node(round_dir / name, start, end if source == "perflog" else None,
                                   round_end_ms)
@@ -280,8 +312,10 @@ def summarize_round(round_dir: Path, node_dirs: list[str],
                    and "per_device" in n["devices"]]
     devices = [d for s in device_sets for d in s["per_device"]]
     hosts = [n.get("host_power") for n in nodes.values()]
-    samples = (finished or {}).get("num_trained_samples")
-    per_sample = source == "perflog" and isinstance(samples, (int, float)) and samples > 0
+    count = (finished or {}).get(count_key)
+    per_unit = (source == "perflog" and isinstance(count, (int, float))
+                and not isinstance(count, bool) and count > 0)
+    units = count / scale if per_unit else None
 
     def total(values: list[float | None]) -> float | None:
         return round(sum(values), 3) if values and None not in values else None
@@ -300,13 +334,14 @@ def summarize_round(round_dir: Path, node_dirs: list[str],
         "device_power_w_mean": total([s["power_w_mean"] for s in device_sets])
         if device_sets else None,
         "device_energy_j": device_energy,
-        "energy_per_sample_j": device_energy / samples
-        if per_sample and device_energy is not None else None,
+        "energy_unit": unit,
+        f"energy_per_{unit}_j": device_energy / units
+        if units and device_energy is not None else None,
         "host_power": "available" if any(isinstance(h, dict) for h in hosts)
         else "not available",
         "host_energy_j": host_energy,
-        "host_energy_per_sample_j": host_energy / samples
-        if per_sample and host_energy is not None else None,
+        f"host_energy_per_{unit}_j": host_energy / units
+        if units and host_energy is not None else None,
         "cpu_percent_mean": _mean([n["system"]["cpu_percent_mean"] for n in nodes.values()
                                    if n.get("system", {}).get("cpu_percent_mean") is not None]),
         "cpu_percent_max": _max([n["system"]["cpu_percent_max"] for n in nodes.values()
@@ -314,8 +349,9 @@ def summarize_round(round_dir: Path, node_dirs: list[str],
         "mem_used_peak_bytes": _bytes([n["system"]["mem_used_peak_bytes"] for n in nodes.values()
                                      if n.get("system", {}).get("mem_used_peak_bytes")
                                      is not None]),
-        "num_trained_samples": samples,
+        count_key: count,
     }
     return {"status": status,
-            "window": {"start_ms": start, "end_ms": end, "source": source},
+            "window": {"start_ms": start, "end_ms": end, "source": source,
+                       "events": list(events)},
             "nodes": nodes, "overall": overall}

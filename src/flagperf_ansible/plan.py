@@ -7,252 +7,22 @@ checked the same way. Both run on the controller before any host is touched.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Any, Mapping
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
-
-from flagperf_ansible.cases import effective_config, load_case, read_yaml
-from flagperf_ansible.casespec import (CaseSpec, check_name, check_path, not_bool,
-                                       parse_case_spec)
-from flagperf_ansible.errors import ConfigError, raise_first
+from flagperf_ansible.cases import check_vendor_kit, effective_config, load_case
+from flagperf_ansible.casespec import CaseSpec, parse_case_spec
+from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.launch import image_tag
-from flagperf_ansible.mfu import load_peaks, mfu_basis
-
-IMAGE_PATTERN = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?")
-#: Environment variable names (POSIX portable names).
-ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-RUN_ID_PATTERN = re.compile(r"run[0-9]{14}")
-#: One OpenSSH public key line: type, base64 key, optional comment.
-PUBLIC_KEY_PATTERN = re.compile(r"(ssh|ecdsa|sk)-[A-Za-z0-9@.-]+ [A-Za-z0-9+/]+={0,3}( [^\r\n]*)?")
-#: A device passed into a container: host path, optional container path and permissions.
-DEVICE_PATTERN = re.compile(r"/dev/[A-Za-z0-9_./-]+(:/dev/[A-Za-z0-9_./-]+)?(:[rwm]{1,3})?")
-#: Docker's size notation (shm_size): a number with an optional unit.
-SIZE_PATTERN = re.compile(r"[0-9]+[bkmgBKMG]?")
-
-
-def _templated(value: str) -> bool:
-    """A Jinja expression Ansible renders later (the wrapper sees inventory files raw)."""
-    return "{{" in value
-
-
-def check_env(value: Any) -> dict[str, str | int | float]:
-    """Validate an environment mapping: portable variable names, one-line scalar values.
-
-    Raises:
-        ValueError: not a mapping, a bad name, or a value that is not a string or number or
-        holds a line break or NUL.
-    """
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a mapping of variable names to values, not "
-                         f"{type(value).__name__}")
-    for key, item in value.items():
-        if not isinstance(key, str) or not ENV_NAME_PATTERN.fullmatch(key):
-            raise ValueError(f"{key!r} is not an environment variable name")
-        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-            raise ValueError(f"variable {key}: {item!r} is not a string or a number")
-        if isinstance(item, str) and any(c in item for c in "\n\r\0"):
-            raise ValueError(f"variable {key}: {item!r} holds a line break or NUL")
-    return value
-
-
-Port = Annotated[int, BeforeValidator(not_bool), Field(ge=1024, le=65535)]
-Seconds = Annotated[float, BeforeValidator(not_bool), Field(gt=0, le=3600)]
-
-
-class ContainerOptions(BaseModel):
-    """``vendors/<vendor>/vendor.yml: container``: how roles/container runs a vendor's image.
-
-    Not privileged unless the vendor says so (``privileged: true``, a real boolean).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    privileged: StrictBool = False
-    #: Host devices passed in (``/dev/...:/dev/...[:rwm]``).
-    devices: list[str] = []
-    #: ``docker run --gpus``-style requests (community.docker ``device_requests``).
-    device_requests: list[dict[str, Any]] = []
-    #: Reserved: extra device options of a vendor's own launcher.
-    device_options: list[str] = []
-    #: The variable that selects the visible accelerators ("" for none).
-    visible_devices_env: str = ""
-    shm_size: str = ""
-    ipc_mode: str = ""
-    network_mode: str = "host"
-    env: dict[str, Any] = {}
-
-    @field_validator("devices")
-    @classmethod
-    def _devices(cls, value: list[str]) -> list[str]:
-        for item in value:
-            if not DEVICE_PATTERN.fullmatch(item) or ".." in item:
-                raise ValueError(f"{item!r} is not a device mapping '/dev/X[:/dev/Y][:rwm]'")
-        return value
-
-    @field_validator("visible_devices_env")
-    @classmethod
-    def _visible(cls, value: str) -> str:
-        if value and not ENV_NAME_PATTERN.fullmatch(value):
-            raise ValueError(f"{value!r} is not an environment variable name")
-        return value
-
-    @field_validator("shm_size")
-    @classmethod
-    def _shm(cls, value: str) -> str:
-        if value and not SIZE_PATTERN.fullmatch(str(value)):
-            raise ValueError(f"{value!r} is not a size (e.g. 1g, 512m)")
-        return value
-
-    @field_validator("ipc_mode", "network_mode")
-    @classmethod
-    def _mode(cls, value: str) -> str:
-        return check_name(value) if value else value
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return check_env(value)
-
-
-def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
-    """Read and check ``vendors/<vendor>/vendor.yml``.
-
-    Returns:
-        ``{"hardware": [...], "container": {...}}``: the hardware names the vendor declares
-        and its container options (only the keys it set).
-
-    Raises:
-        ConfigError: naming vendor.yml and the key that is malformed.
-    """
-    path = project / "vendors" / vendor / "vendor.yml"
-    shown = str(path.relative_to(project))
-    data = read_yaml(path, project) or {}
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping (name, hardware, container, ...)", shown)
-    hardware = data.get("hardware", [])
-    if not isinstance(hardware, list):
-        raise ConfigError("expected a list of hardware names", shown, "hardware")
-    for index, name in enumerate(hardware):
-        try:
-            check_name(name)
-        except ValueError as err:
-            raise ConfigError(str(err), shown, f"hardware[{index}]") from None
-    container = data.get("container") or {}
-    with raise_first(shown, "container"):
-        options = ContainerOptions.model_validate(container)
-    return {"hardware": [str(h) for h in hardware],
-            "container": options.model_dump(exclude_unset=True)}
-
-
-class Settings(BaseModel):
-    """The ``flagperf_*`` settings; defaults live in ``roles/flagperf/defaults/main.yml``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    flagperf_vendor: str
-    flagperf_container_runtime: Literal["none", "docker"]
-    flagperf_results_dir: str
-    flagperf_clear_caches: bool
-    flagperf_master_port: Port
-    flagperf_cases: list[Any] = Field(min_length=1)
-    flagperf_root: str
-    flagperf_workdir: str
-    flagperf_python: str
-    flagperf_monitor_interval: Seconds
-    flagperf_wait_slice: Annotated[float, BeforeValidator(not_bool), Field(ge=0.01, le=3600)] = 10
-    flagperf_env: dict[str, Any] = {}
-    flagperf_known_hosts_file: str
-    flagperf_ssh_public_key: str
-    flagperf_ssh_mesh: bool
-    flagperf_base_image: str
-    flagperf_image_wheels: list[str]
-    flagperf_pip_ca_bundle: str
-    flagperf_mask_hosts: bool = False
-    flagperf_keep_workdir: bool = False
-    flagperf_run_id: str = ""
-    flagperf_select: str = ""
-
-    _vendor = field_validator("flagperf_vendor")(check_name)
-
-    @field_validator("flagperf_root", "flagperf_workdir", "flagperf_python", "flagperf_results_dir")
-    @classmethod
-    def _paths(cls, value: str) -> str:
-        return value if _templated(value) else check_path(value)
-
-    @field_validator("flagperf_image_wheels")
-    @classmethod
-    def _wheels(cls, value: list[str]) -> list[str]:
-        return [v if _templated(v) else check_path(v) for v in value]
-
-    @field_validator("flagperf_env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return check_env(value)
-
-    @field_validator("flagperf_known_hosts_file")
-    @classmethod
-    def _known_hosts(cls, value: str) -> str:
-        return value if _templated(value) else check_path(value, home=True)
-
-    @field_validator("flagperf_pip_ca_bundle")
-    @classmethod
-    def _ca_bundle(cls, value: str) -> str:
-        return value if not value or _templated(value) else check_path(value)
-
-    @field_validator("flagperf_ssh_public_key")
-    @classmethod
-    def _public_key(cls, value: str) -> str:
-        if value and not _templated(value) and not PUBLIC_KEY_PATTERN.fullmatch(value.strip()):
-            raise ValueError("not one OpenSSH public key line ('ssh-ed25519 AAAA... comment')")
-        return value
-
-    @field_validator("flagperf_base_image")
-    @classmethod
-    def _image(cls, value: str) -> str:
-        if not _templated(value) and not IMAGE_PATTERN.fullmatch(value):
-            raise ValueError(f"{value!r} is not an image reference")
-        return value
-
-    @field_validator("flagperf_workdir", "flagperf_root")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not _templated(value) and not value.startswith("/"):
-            raise ValueError(f"{value!r} must be an absolute path on the hosts")
-        return value
-
-    @field_validator("flagperf_run_id")
-    @classmethod
-    def _run_id(cls, value: str) -> str:
-        if value and not RUN_ID_PATTERN.fullmatch(value):
-            raise ValueError(f"{value!r} is not a run id 'run<YYYYmmddHHMMSS>'")
-        return value
-
-
-def check_settings(settings: Mapping[str, Any], origins: Mapping[str, str]) -> Settings:
-    """Check the ``flagperf_*`` settings alone (names, types, safe values), without planning.
-
-    Args:
-        settings: every ``flagperf_*`` variable with its value.
-        origins: the file each setting came from ("extra vars" where none is known).
-
-    Raises:
-        ConfigError: an unknown setting or a bad value, naming its file and key.
-    """
-    def origin(key: str) -> str:
-        return origins.get(key, "extra vars")
-
-    unknown = sorted(k for k in settings if k not in Settings.model_fields)
-    if unknown:
-        raise ConfigError("unknown setting (a typo?)", origin(unknown[0]), unknown[0])
-    with raise_first(origin):
-        return Settings.model_validate(dict(settings))
+from flagperf_ansible.launchers import LAUNCHERS
+from flagperf_ansible.mfu import mfu_basis
+from flagperf_ansible.settings import check_settings, templated
+from flagperf_ansible.vendor import load_peaks, load_vendor
 
 
 def _host_path(root: str, path: str) -> str:
     """A host path: relative paths are under ``flagperf_root``."""
-    if not path or path.startswith("/") or _templated(root):
+    if not path or path.startswith("/") or templated(root):
         return path
     return f"{root.rstrip('/')}/{path}"
 
@@ -261,7 +31,7 @@ def results_root(results_dir: str, project: Path) -> Path:
     """The controller folder of the runs' results: ``flagperf_results_dir``, under the project
     checkout when relative."""
     path = Path(results_dir)
-    if not path.is_absolute() and not _templated(results_dir):
+    if not path.is_absolute() and not templated(results_dir):
         path = Path(project) / path
     return path
 
@@ -290,8 +60,13 @@ def build_plan(
     Returns:
         ``{"vendor", "runtime", "results_dir", "cases": [...], "rounds": [...]}`` where each
         round is ``{"key", "case_id", "round", "model", "framework", "hosts", "master_addr",
-        "nnodes", "nproc_per_node", "launcher", "entry", "timeout", "data_dir", "config",
-        "overrides", "metric", "diagnostic", "large_artifacts", "mfu_basis"}``; ``"hosts"`` lists
+        "nodes", "suite", "nnodes", "nproc_per_node", "launcher", "python", "vendor_dir",
+        "entry", "timeout", "data_dir", "data_format", "checkpoint", "config", "overrides", "profile",
+        "contract", "env", "metric", "diagnostic", "large_artifacts", "mfu_basis"}``
+        (``nodes``: every node's address in noderank order; ``python``: the interpreter of the
+        vendor's image for the framework; ``vendor_dir``: the vendor's folder, relative to the
+        checkout, where its adapters live; ``profile``: the hardware profile's label or None on the
+        standard configuration; ``contract``: ``CaseDef.contract``); ``"hosts"`` lists
         ``{host, address, label}`` per benchmark host and ``"mask_hosts"`` says whether
         documents show ``label`` (``host<i>``) instead of names and addresses.
 
@@ -310,6 +85,7 @@ def build_plan(
                           origin("flagperf_vendor"), "flagperf_vendor")
 
     vendor_def = load_vendor(project, parsed.flagperf_vendor)
+    check_vendor_kit(project, parsed.flagperf_vendor)
     peaks = load_peaks(project, parsed.flagperf_vendor)
     source = origin("flagperf_cases")
     cases: list[dict[str, Any]] = []
@@ -324,8 +100,9 @@ def build_plan(
                 f"(vendors/{parsed.flagperf_vendor}/vendor.yml: {', '.join(vendor_def['hardware'])})",
                 source, f"{key}.hardware")
         try:
-            case = load_case(project, spec.model, spec.framework)
-            config, overrides = effective_config(project, case, spec, parsed.flagperf_vendor)
+            case = load_case(project, spec.model, spec.framework, spec.suite)
+            config, overrides, profile = effective_config(project, case, spec,
+                                                          parsed.flagperf_vendor)
         except ConfigError as err:
             if err.source:
                 raise
@@ -345,11 +122,22 @@ def build_plan(
             raise ConfigError(
                 f"nnodes {spec.nnodes} is more than the {len(hosts)} host(s) in flagperf_hosts",
                 source, f"{key}.nnodes")
+        if spec.nproc_per_node > 1 and not LAUNCHERS[case.spec.launcher].per_node_processes:
+            raise ConfigError(f"the case's launcher {case.spec.launcher} starts one process per "
+                              "node: nproc_per_node must be 1", source, f"{key}.nproc_per_node")
         if case.needs_data and not spec.data_dir:
             raise ConfigError("this case needs data_dir", source, f"{key}.data_dir")
         round_hosts = hosts[: spec.nnodes]
+        contract = case.contract()
         cases.append({"case_id": spec.case_id, "spec": spec.model_dump(), "metric": case.metric,
-                      "diagnostic": case.diagnostic, "description": case.description})
+                      "suite": case.suite, "diagnostic": case.diagnostic,
+                      "description": case.spec.description, "contract": contract,
+                      "profile": profile})
+        mfu = case.spec.mfu
+        basis = mfu_basis(mfu.flops_per_unit.model_dump() if mfu else None,
+                          case.spec.precision_peak, config, peaks, spec.hardware,
+                          spec.nnodes * spec.nproc_per_node,
+                          mfu.throughput if mfu else case.spec.throughput.figure)
         for number in range(1, spec.repeat + 1):
             rounds.append({
                 "key": round_key(spec.case_id, number),
@@ -361,17 +149,25 @@ def build_plan(
                 "master_addr": str(addresses.get(round_hosts[0], round_hosts[0])),
                 "nnodes": spec.nnodes,
                 "nproc_per_node": spec.nproc_per_node,
-                "launcher": case.launcher,
-                "entry": f"benchmarks/{spec.model}/{spec.framework}/{case.entry}",
-                "timeout": spec.timeout or case.timeout,
+                "nodes": [str(addresses.get(h, h)) for h in round_hosts],
+                "suite": case.suite,
+                "launcher": case.spec.launcher,
+                "python": vendor_def["python"].get(spec.framework, "python3"),
+                "vendor_dir": f"vendors/{parsed.flagperf_vendor}",
+                "entry": f"{case.directory.relative_to(project)}/{case.spec.entry}",
+                "timeout": spec.timeout or case.spec.timeout,
                 "data_dir": _host_path(parsed.flagperf_root, spec.data_dir),
                 "config": config,
                 "overrides": overrides,
                 "metric": case.metric,
                 "diagnostic": case.diagnostic,
-                "large_artifacts": list(case.large_artifacts),
-                "mfu_basis": mfu_basis(case.flops, case.precision_peak, config, peaks,
-                                       spec.hardware, spec.nnodes * spec.nproc_per_node),
+                "contract": contract,
+                "profile": profile,
+                "data_format": contract["data_format"],
+                "checkpoint": case.spec.checkpoint.model_dump() if case.spec.checkpoint else None,
+                "env": dict(case.spec.env),
+                "large_artifacts": list(case.spec.large_artifacts),
+                "mfu_basis": basis,
             })
     if parsed.flagperf_select and parsed.flagperf_select not in {r["key"] for r in rounds}:
         raise ConfigError(f"no round {parsed.flagperf_select!r} in this plan",
@@ -399,6 +195,3 @@ def build_plan(
                   for i, h in enumerate(hosts)],
         "mask_hosts": parsed.flagperf_mask_hosts,
     }
-
-
-__all__ = ["Settings", "build_plan", "results_root", "check_settings", "load_vendor", "round_key", "CaseSpec"]

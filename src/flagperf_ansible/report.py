@@ -1,5 +1,10 @@
 """Human-readable summaries: Markdown (summary.md), a self-contained HTML page with plots
-(summary.html) and a rich table for the terminal."""
+(summary.html) and a rich table for the terminal.
+
+Columns and units come from each case's ``figures`` in the summary (its own metrics, then its
+suite's figures, ``summary.case_figures``); a round run on a profile other than the standard
+configuration is labelled wherever its figures are shown (``summary.profile_label``).
+"""
 
 from __future__ import annotations
 
@@ -9,17 +14,17 @@ import io
 from pathlib import Path
 from typing import Any
 
-from flagperf_ansible.monitoring import read_stream
+from flagperf_ansible.monitoring import DEFAULT_WINDOW, read_stream
 from flagperf_ansible.perflog import parse_rank_log
+from flagperf_ansible.rounds import round_figures
+from flagperf_ansible.suites import suite as suite_of
+from flagperf_ansible.summary import case_figures, profile_label
 
-FIGURES = ("e2e_time", "p_whole", "p_core", "mfu")
 STAT_COLUMNS = ("n", "mean", "std", "cv", "min", "max", "olympic_mean")
-THROUGHPUTS = ("p_whole", "p_train", "p_core")
-#: PerfLog events drawn on monitor timelines: (event, colour, line style).
-PHASE_MARKS = (("TRAIN_START", "tab:green", "-"), ("TRAIN_END", "tab:red", "-"),
-               ("EVALUATE", "tab:gray", ":"))
-UNITS = ("times in s; p_whole, p_train, p_core in samples/s; mfu a fraction of the peak "
-         "FLOP/s (see README, MFU); cv = std / mean.")
+#: Colours and line styles of the PerfLog events drawn on monitor timelines: the monitoring
+#: window's start and end events, and evaluations.
+WINDOW_MARKS = (("tab:green", "-"), ("tab:red", "-"))
+EVALUATE_MARK = ("EVALUATE", "tab:gray", ":")
 
 
 def _fmt(value: Any) -> str:
@@ -32,41 +37,77 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _figure(item: dict[str, Any], name: str) -> Any:
-    finished = item.get("finished") or {}
-    if name == "mfu" and "mfu" not in finished:
-        return (item.get("mfu") or {}).get("value")
-    return finished.get(name)
+def figures_of(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The case's ``figures`` (``{key: {direction, unit, header}}``), or, for a summary written
+    before they were kept, derived from its suite and contract."""
+    return case.get("figures") or case_figures(case.get("suite"), case.get("contract"),
+                                               case.get("metric"))
 
 
 def case_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of one case: a row per round, then each statistic across rounds.
 
-    Columns: round, status, converged, ``final_<metric>``, e2e_time (s), p_whole and p_core
-    (samples/s), mfu (fraction). Statistics cover the rounds that passed.
+    Columns: round, status, then each of the case's figures (``figures_of``: its metrics, then
+    its suite's figures) headed with its unit, e.g. ``final_acc1 %``, ``p_whole images/s``.
+    Statistics cover the rounds that passed.
     """
-    final = f"final_{case.get('metric') or 'metric'}"
-    columns = [final, *FIGURES]
-    header = ["round", "status", "converged", *columns]
+    figures = figures_of(case)
+    columns = list(figures)
+    header = ["round", "status", *(figures[c]["header"] for c in columns)]
     rows = []
     for item in case["rounds"]:
-        rows.append([str(item["round"]), item["status"], _fmt(item.get("converged")),
-                     *(_fmt(_figure(item, c)) for c in columns)])
+        values = round_figures(item)
+        rows.append([str(item["round"]), item["status"], *(_fmt(values.get(c)) for c in columns)])
     for missing in case.get("missing_rounds", []):
-        rows.append([str(missing), "missing", "-", *("-" for _ in columns)])
+        rows.append([str(missing), "missing", *("-" for _ in columns)])
     stats = case.get("stats") or {}
     if stats:
         for name in STAT_COLUMNS[1:]:
-            rows.append([name, "", "", *(_fmt((stats.get(c) or {}).get(name)) for c in columns)])
+            rows.append([name, "", *(_fmt((stats.get(c) or {}).get(name)) for c in columns)])
     return header, rows
 
 
 def stats_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Every numeric figure's statistics over the passed rounds: a row per figure."""
-    header = ["figure", *STAT_COLUMNS]
-    rows = [[name, *(_fmt(values.get(c)) for c in STAT_COLUMNS)]
+    """Every numeric figure's statistics over the passed rounds: a row per figure, with its
+    unit where the case declares one."""
+    figures = figures_of(case)
+
+    def unit(name: str) -> str:
+        # FINISHED's target_<metric> is in the unit of its final_<metric> (DESIGN.md, PerfLog).
+        paired = f"final_{name[len('target_'):]}" if name.startswith("target_") else name
+        return str((figures.get(name) or figures.get(paired) or {}).get("unit", ""))
+
+    header = ["figure", "unit", *STAT_COLUMNS]
+    rows = [[name, unit(name), *(_fmt(values.get(c)) for c in STAT_COLUMNS)]
             for name, values in (case.get("stats") or {}).items()]
     return header, rows
+
+
+def units_line(case: dict[str, Any]) -> str:
+    """The units of a case's columns in words: ``Units: final_acc1 in %; p_whole, p_train,
+    p_core in images/s; ...``."""
+    by_unit: dict[str, list[str]] = {}
+    for key, figure in figures_of(case).items():
+        by_unit.setdefault(figure.get("unit") or "", []).append(key)
+    parts = [f"{', '.join(keys)} in {unit}" for unit, keys in by_unit.items() if unit]
+    plain = by_unit.get("", [])
+    if plain:
+        parts.append(f"{', '.join(plain)} without a unit (MFU: a fraction of the peak FLOP/s, "
+                     "see README)")
+    return "Units: " + "; ".join(parts + ["cv = std / mean"]) + "."
+
+
+def _case_heading(case: dict[str, Any]) -> tuple[str, list[str]]:
+    """``(title, notes)`` of a case: its id, status and suite; the diagnostic and profile
+    labels."""
+    label = "; diagnostic, not a benchmark result" if case.get("diagnostic") else ""
+    title = f"{case['case_id']} ({case['status']}{label})"
+    notes = [f"Suite: {case.get('suite') or 'training'}."]
+    shown = profile_label(case.get("profile"))
+    if shown:
+        description = (case.get("profile") or {}).get("description")
+        notes.append(f"{shown}." + (f" {description}." if description else ""))
+    return title, notes
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -82,7 +123,7 @@ def _mfu_note(case: dict[str, Any]) -> str:
         return "MFU: emitted by the case in FINISHED."
     if basis.get("reason"):
         return f"MFU: not reported: {basis['reason']}."
-    return (f"MFU = {basis['throughput']} x {basis['flops_per_sample']:.4g} FLOPs/sample "
+    return (f"MFU = {basis['throughput']} x {basis['flops_per_unit']:.4g} FLOPs per unit "
             f"({basis['flops_source']}) / ({basis['devices']} x "
             f"{basis['peak_flops_per_device']:.4g} {basis['precision']} FLOP/s, "
             f"{basis['peak_source']}).")
@@ -123,11 +164,12 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         lines += [f"Vendor: `{summary['vendor']}`", ""]
     lines += _provenance_lines(summary)
     for case in summary["cases"]:
-        label = " (diagnostic, not a benchmark result)" if case.get("diagnostic") else ""
-        lines += [f"## {case['case_id']}: {case['status']}{label}", "",
-                  f"{case['rounds_passed']} round(s) passed, "
-                  f"{case['rounds_converged']} converged of {case.get('rounds_planned', '?')} "
-                  f"planned; pass rule: {case.get('pass_rule', 'all rounds converged')}.", ""]
+        title, notes = _case_heading(case)
+        lines += [f"## {title}", ""]
+        for note in notes:
+            lines += [note, ""]
+        lines += [f"{case['rounds_passed']} of {case.get('rounds_planned', '?')} planned "
+                  f"round(s) passed; pass rule: {case.get('pass_rule', '')}.", ""]
         host = _host_line(case)
         if host:
             lines += [f"Host: {host}", ""]
@@ -141,8 +183,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         note = _mfu_note(case)
         if note:
             lines += ["", note]
-        lines.append("")
-    lines.append(UNITS)
+        lines += ["", units_line(case), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -153,7 +194,8 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
     for case in summary["cases"]:
         header, rows = case_table(case)
         style = "green" if case["status"] == "passed" else "red"
-        table = Table(title=f"{case['case_id']}: [{style}]{case['status']}[/{style}]")
+        table = Table(title=f"{case['case_id']}: [{style}]{case['status']}[/{style}]",
+                      caption=profile_label(case.get("profile")) or None)
         for name in header:
             table.add_column(name, justify="left" if name in ("round", "status") else "right")
         for row in rows:
@@ -193,11 +235,15 @@ def read_monitor_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
 def _throughput_plot(case: dict[str, Any]) -> str | None:
     import matplotlib.pyplot as plt
 
+    # The throughput figures: those in units per second, of the case's one throughput unit.
+    rates = {k: f["unit"] for k, f in figures_of(case).items()
+             if str(f.get("unit", "")).endswith("/s") and f.get("direction", 0) > 0}
     fig, ax = plt.subplots(figsize=(6, 3))
     drawn = False
-    for name in THROUGHPUTS:
+    for name in rates:
         points = [(r["round"], (r.get("finished") or {}).get(name)) for r in case["rounds"]]
-        points = [(x, y) for x, y in points if isinstance(y, (int, float))]
+        points = [(x, y) for x, y in points
+                  if isinstance(y, (int, float)) and not isinstance(y, bool)]
         if points:
             ax.plot(*zip(*points), marker="o", label=name)
             drawn = True
@@ -205,14 +251,24 @@ def _throughput_plot(case: dict[str, Any]) -> str | None:
         plt.close(fig)
         return None
     ax.set_xlabel("round")
-    ax.set_ylabel("samples/s")
+    ax.set_ylabel(" / ".join(sorted(set(rates.values()))))
     ax.set_title(f"{case['case_id']}: throughput per round")
     ax.legend()
     return _png(fig)
 
 
-def _timeline_plot(node_dir: Path, title: str) -> str | None:
-    """Every numeric monitor column of a node over time, PerfLog phases marked."""
+def monitoring_window(case: dict[str, Any]) -> tuple[str, str]:
+    """The PerfLog events that open and close the case's monitoring window: its contract's,
+    else its suite's."""
+    window = (case.get("contract") or {}).get("window")
+    if window:
+        return window[0], window[1]
+    return suite_of(case.get("suite")).window if case.get("suite") else DEFAULT_WINDOW
+
+
+def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str]) -> str | None:
+    """Every numeric monitor column of a node over time, the monitoring window's events and
+    evaluations marked."""
     import matplotlib.pyplot as plt
 
     series = []
@@ -234,12 +290,13 @@ def _timeline_plot(node_dir: Path, title: str) -> str | None:
     for ax, (name, times, values) in zip(axes[:, 0], series):
         ax.plot([(t - start) / 1000.0 for t in times], values, lw=1)
         ax.set_ylabel(name, fontsize=7, rotation=0, ha="right")
-        for event, colour, style in PHASE_MARKS:
+        marks = [(e, *m) for e, m in zip(window, WINDOW_MARKS)] + [EVALUATE_MARK]
+        for event, colour, style in marks:
             for seen, at in events:
                 if seen == event:
                     ax.axvline(at, color=colour, ls=style, lw=0.8)
-    axes[-1, 0].set_xlabel("s since the first monitor sample "
-                           "(green TRAIN_START, red TRAIN_END, dotted EVALUATE)")
+    axes[-1, 0].set_xlabel(f"s since the first monitor sample (green {window[0]}, "
+                           f"red {window[1]}, dotted EVALUATE)")
     axes[0, 0].set_title(title)
     return _png(fig)
 
@@ -247,16 +304,16 @@ def _timeline_plot(node_dir: Path, title: str) -> str | None:
 def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
     """A self-contained HTML page (plots embedded as base64 PNG, made with matplotlib):
     per case the tables of summary.md, throughput per round, and each round's monitor
-    timelines per node with PerfLog TRAIN_START/TRAIN_END/EVALUATE marked."""
+    timelines per node with the monitoring window's PerfLog events and EVALUATE marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     parts = [f"<h1>Run {html.escape(summary['run_id'])}: {html.escape(summary['status'])}</h1>"]
     parts += [f"<p>{html.escape(line)}</p>" for line in _provenance_lines(summary) if line]
     for case in summary["cases"]:
-        label = " (diagnostic, not a benchmark result)" if case.get("diagnostic") else ""
-        parts.append(f"<h2>{html.escape(case['case_id'])}: {html.escape(case['status'])}"
-                     f"{label}</h2>")
+        title, notes = _case_heading(case)
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts += [f"<p>{html.escape(note)}</p>" for note in notes]
         parts.append(f"<p>pass rule: {html.escape(case.get('pass_rule', ''))}</p>")
         host = _host_line(case)
         if host:
@@ -269,16 +326,17 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
         if note:
             parts.append(f"<p>{html.escape(note)}</p>")
         image = _throughput_plot(case)
+        window = monitoring_window(case)
         if image:
             parts.append(f'<img alt="throughput per round" src="data:image/png;base64,{image}">')
         for item in case["rounds"]:
             for node in item.get("nodes") or []:
                 node_dir = run_dir / case["case_id"] / f"round{item['round']}" / node["dir"]
-                image = _timeline_plot(node_dir, f"round {item['round']}, {node['dir']}")
+                image = _timeline_plot(node_dir, f"round {item['round']}, {node['dir']}", window)
                 if image:
                     parts.append(f'<img alt="monitor timeline round {item["round"]}" '
                                  f'src="data:image/png;base64,{image}">')
-    parts.append(f"<p>{html.escape(UNITS)}</p>")
+        parts.append(f"<p>{html.escape(units_line(case))}</p>")
     style = ("body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:"
              "collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
              "text-align:right}img{display:block;margin:0.5em 0}")

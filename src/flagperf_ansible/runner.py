@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flagperf_ansible import results
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.inventory import load_inventory
+from flagperf_ansible.layout import PLAN_FILE, keep_attempt, read_json, round_status_of
 from flagperf_ansible.plan import build_plan
 from flagperf_ansible.provenance import COMMAND_ENV
+from flagperf_ansible.summary import write_summary
 
 
 @dataclass
@@ -53,9 +54,11 @@ def new_run_id() -> str:
 
 def prepare(project: Path, inventory: str, results_dir: str | None = None,
             cases: list[str] | None = None, run_id: str | None = None,
-            resume: Path | None = None) -> Prepared:
+            resume: Path | None = None, check_data: bool = False) -> Prepared:
     """Load and validate the inventory with the command-line overrides; with ``resume`` (a run
-    folder), the run's id and results folder are that folder's.
+    folder), the run's id and results folder are that folder's; with ``check_data``, also the
+    data folders of hosts reached with ``ansible_connection: local`` (a run's preflight checks
+    every host's).
 
     Raises:
         ConfigError: the first bad input, naming its file and key.
@@ -78,10 +81,40 @@ def prepare(project: Path, inventory: str, results_dir: str | None = None,
         origins[key] = "command line"
     plan = build_plan(settings, origins, inv.hosts, {h: inv.address(h) for h in inv.hosts},
                       project)
+    if check_data:
+        _check_local_data(plan, inv, project, str(settings.get("flagperf_root") or ""),
+                          origins.get("flagperf_cases", "extra vars"))
     run_id = run_id or new_run_id()
     extravars["flagperf_run_id"] = run_id
     return Prepared(project=project, inventory=Path(inventory).resolve(), plan=plan,
                     extravars=extravars, run_id=run_id)
+
+
+def _check_local_data(plan: dict[str, Any], inv: Any, project: Path, root: str,
+                      source: str) -> None:
+    """On hosts reached with ``ansible_connection: local``, check each case's data folder in its
+    case's data format now (preflight checks the other hosts).
+
+    Raises:
+        ConfigError: the first problem of the first case whose data is wrong.
+    """
+    from flagperf_ansible import datasets
+    from flagperf_ansible.settings import templated
+
+    for index, case in enumerate(plan["cases"]):
+        data_format, data_dir = case["contract"]["data_format"], case["spec"]["data_dir"]
+        hosts = inv.hosts[: case["spec"]["nnodes"]]
+        if not data_format or not data_dir or any(
+                inv.host_vars.get(h, {}).get("ansible_connection") != "local" for h in hosts):
+            continue
+        base = Path(root) if root and not templated(root) else project
+        path = Path(data_dir) if Path(data_dir).is_absolute() else base / data_dir
+        problems = datasets.check(data_format, path)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ConfigError(f"data_dir {path} is not {data_format} data: {problems[0]}{more}; "
+                              f"`flagperf-ansible data check {data_format} {path}` lists all",
+                              source, f"flagperf_cases[{index}].data_dir")
 
 
 @dataclass
@@ -210,9 +243,9 @@ class Wrapper:
     def _read_plan(self) -> dict[str, Any]:
         """``plan.json`` of the run (written by preflight), or the plan validated before the
         run when preflight wrote none."""
-        path = self.prepared.run_dir / results.PLAN_FILE
+        path = self.prepared.run_dir / PLAN_FILE
         if path.is_file():
-            self.prepared.plan = results.read_json(path)
+            self.prepared.plan = read_json(path)
         return self.prepared.plan
 
     def _run_round(self, key: str) -> None:
@@ -220,11 +253,11 @@ class Wrapper:
         (resume). An interrupt stops it on its hosts (cleanup) and records it as interrupted."""
         run_dir = self.prepared.run_dir
         for attempt in range(self.retries + 1):
-            if results.round_status_of(run_dir, key) == "passed":
+            if round_status_of(run_dir, key) == "passed":
                 if attempt == 0:
                     self.console.print(f"{key}: passed already, not run again")
                 return
-            if results.keep_attempt(run_dir, key) is not None:
+            if keep_attempt(run_dir, key) is not None:
                 self.console.print(f"{key}: earlier attempt kept under {key}/attempts/")
             step = self._run_step(f"round-{key.replace('/', '-')}-{attempt}",
                                   "playbooks/rounds.yml",
@@ -247,7 +280,7 @@ class Wrapper:
         run_dir = self.prepared.run_dir
         if not (run_dir / "run.json").is_file():
             return {"run_id": self.prepared.run_id, "status": "failed", "cases": []}
-        return results.write_summary(run_dir)
+        return write_summary(run_dir)
 
     def _interrupt(self, _signum, _frame) -> None:
         if self.interrupted:

@@ -1,4 +1,4 @@
-"""Statistics over rounds, and the pass rule of a case.
+"""Statistics over rounds, and the pass rule of a case (one module for every suite).
 
 Sources:
 
@@ -51,22 +51,25 @@ def describe(values: Iterable[float]) -> dict[str, float | int | None]:
             "min": min(data), "max": max(data), "olympic_mean": olympic}
 
 
-def case_passes(planned: int, ran_to_finish: int, converged: int) -> bool:
-    """The pass rule of a case over its rounds.
+def case_passes(planned: int, ran_to_finish: int, passed: int) -> bool:
+    """The pass rule of a case over its rounds, for every suite.
 
     Args:
         planned: rounds asked for (the case's ``repeat``).
         ran_to_finish: rounds whose every host exited 0 and whose rank 0 wrote FINISHED.
-        converged: rounds among those that reached the case's target.
+        passed: rounds among those that passed by their suite's rule
+            (``suites.round_verdict``: training converged to its target, inference within its
+            accuracy bound, base reported every declared figure, diagnostic ran).
 
     Returns:
-        True when every planned round ran to FINISHED and either all converged, or
-        ``planned >= 5`` and at most one did not (MLPerf Training Rules, "Benchmark Results").
+        True when every planned round ran to FINISHED and either all passed, or
+        ``planned >= 5`` and at most one did not (MLPerf Training Rules, "Benchmark Results":
+        one run that fails to converge may be dropped as the slowest).
     """
     if planned < 1 or ran_to_finish != planned:
         return False
     allowed = 1 if planned >= OLYMPIC_MIN_N else 0
-    return planned - converged <= allowed
+    return planned - passed <= allowed
 
 
 def numeric_fields(records: Iterable[dict]) -> list[str]:

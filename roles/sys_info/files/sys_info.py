@@ -5,7 +5,8 @@
 
 Fields: ``hostname``, ``addresses`` (IPv4 of the interfaces), ``kernel``, ``os``, ``cpu``
 (``model``, ``logical_cores``, ``physical_cores``), ``memory`` (``total_bytes``), ``python``
-and ``versions`` (torch, transformers, numpy of this Python, read from package metadata without
+and ``versions`` (torch, transformers and numpy of this Python, and whichever of the other
+frameworks' packages in ``FRAMEWORK_PACKAGES`` it has, read from package metadata without
 importing them), ``accelerators``. Accelerators come from the vendor plugin
 ``<vendor-dir>/monitor.py`` when it exists: its ``device_info()`` returns at least ``vendor`` and
 ``devices: [{index, name, memory_total_bytes, driver}]``; otherwise, or when it fails,
@@ -93,6 +94,25 @@ def accelerators(vendor_dir: str) -> dict:
     return info
 
 
+#: Always listed (None when absent), then the packages of every framework a case may run on,
+#: listed when installed.
+ALWAYS = ("torch", "transformers", "numpy")
+FRAMEWORK_PACKAGES = ("torchvision", "torchaudio", "timm", "paddlepaddle", "paddlepaddle-gpu",
+                      "tensorflow", "mindspore", "onnx", "onnxruntime", "onnxruntime-gpu",
+                      "tensorrt", "deepspeed", "megatron-core", "apex")
+
+
+def versions() -> dict:
+    """``{package: version}``: the ``ALWAYS`` ones (None when absent) and the installed ones of
+    ``FRAMEWORK_PACKAGES``."""
+    found = {name: version(name) for name in ALWAYS}
+    for name in FRAMEWORK_PACKAGES:
+        installed = version(name)
+        if installed is not None:
+            found[name] = installed
+    return found
+
+
 def describe(vendor_dir: str, mask_label: str) -> dict:
     """The host description written to sys_info.json."""
     return {
@@ -104,7 +124,7 @@ def describe(vendor_dir: str, mask_label: str) -> dict:
                 "physical_cores": physical_cores()},
         "memory": {"total_bytes": memory_total()},
         "python": {"version": platform.python_version(), "executable": sys.executable},
-        "versions": {name: version(name) for name in ("torch", "transformers", "numpy")},
+        "versions": versions(),
         "accelerators": accelerators(vendor_dir),
     }
 

@@ -1,0 +1,290 @@
+"""The case contract: the schema of ``case.yml`` and of a case's configuration files.
+
+Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
+
+* ``suite`` (``flagperf_ansible.suites``), ``description``, ``launcher``
+  (a name of ``flagperf_ansible.launchers.LAUNCHERS``), ``entry`` (a file of the case folder), ``timeout`` (s);
+* ``metrics``: the figures it reports in FINISHED, each by its FINISHED key with its direction
+  (``higher`` or ``lower`` is better), unit and meaning;
+* ``target``: for training, the convergence target (metric, comparison, the config key holding
+  the value); for inference, the accuracy bound; base cases have none;
+* ``throughput``: the FINISHED figure of throughput, its unit (samples, tokens, images,
+  mel_frames, queries, bytes, flop) and the FINISHED key counting the units of work (energy per
+  unit divides by it);
+* ``mfu``: which throughput figure MFU takes and the FLOPs per unit with their source: a constant,
+  a constant scaled by a config key (``scale_key``, ``reference``, ``exponent``), or a formula of
+  config keys (``formula``: + - * / ** and parentheses over numbers and key names, parsed, never
+  evaluated as code); ``precision_peak`` maps the config ``precision`` to a datasheet precision;
+* ``monitoring``: the PerfLog events that open and close the monitoring window;
+* ``requirements``, ``env``: per-case extra packages and environment;
+* ``data``: the data-set format (``flagperf_ansible.datasets``), or null for a case that needs
+  none; ``checkpoint``: an initial checkpoint under the data folder with its SHA-256;
+* ``large_artifacts``: files the case writes that ``collect`` leaves out (tar patterns).
+
+``config/standard.yaml``: ``params`` (the standard configuration), ``mutable`` (the keys a
+vendor may override, a subset of ``params``), ``fixed`` (keys a profile may not change either,
+such as the optimizer type). ``config/<hardware>.yaml``: a profile, ``profile`` (what it is,
+what it ``reduces``) and ``params`` (the keys it changes).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, \
+    field_validator, model_validator
+
+from flagperf_ansible.casespec import check_name, check_path, not_bool
+from flagperf_ansible.settings import check_env
+
+SUITES = ("training", "inference", "base", "diagnostic")
+#: Units a throughput is counted in (per second).
+THROUGHPUT_UNITS = ("samples", "tokens", "images", "mel_frames", "queries", "bytes", "flop")
+#: FINISHED keys and config keys: identifiers, as FlagPerf's ``throughput(ips)_raw`` aside.
+KEY_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_()]*")
+#: What a profile may declare it shrinks.
+REDUCTIONS = ("layers", "hidden size", "heads", "image size", "sequence length", "vocabulary",
+              "data set", "epochs", "steps", "batch size")
+
+Positive = Annotated[float, BeforeValidator(not_bool), Field(gt=0)]
+
+
+def _key(value: str) -> str:
+    if not isinstance(value, str) or not KEY_PATTERN.fullmatch(value):
+        raise ValueError(f"{value!r} is not a figure or config key name")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Metric(_Strict):
+    """One figure the case reports in FINISHED, by its key (e.g. ``final_acc1``)."""
+
+    direction: Literal["higher", "lower"]
+    unit: str = ""
+    description: str = ""
+
+
+class Target(_Strict):
+    """``metric`` (a FINISHED key of ``metrics``) must be ``comparison`` the target value, which
+    is the config key ``config_key`` (e.g. ``target_acc1``) and FINISHED's ``target_<name>``."""
+
+    metric: str
+    comparison: Literal[">=", "<="]
+    config_key: str
+
+    _keys = field_validator("metric", "config_key")(_key)
+
+
+class Throughput(_Strict):
+    figure: str = "p_train"
+    unit: Literal[THROUGHPUT_UNITS] = "samples"
+    #: The FINISHED key counting the units of work over the window (all ranks).
+    count: str = "num_trained_samples"
+
+    _keys = field_validator("figure", "count")(_key)
+
+
+class Flops(_Strict):
+    """FLOPs per unit of throughput for MFU, with where the count comes from."""
+
+    source: str = Field(min_length=1)
+    value: Positive | None = None
+    scale_key: str | None = None
+    reference: Positive | None = None
+    exponent: Positive = 2.0
+    formula: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Flops":
+        if (self.value is None) == (self.formula is None):
+            raise ValueError("give either value (optionally with scale_key) or formula")
+        if self.scale_key and self.reference is None:
+            raise ValueError("scale_key needs reference: the key's value at which value holds")
+        if self.formula is not None:
+            formula_keys(self.formula)
+        return self
+
+
+_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.USub)
+
+
+def formula_keys(formula: str) -> list[str]:
+    """The config keys a FLOPs formula uses, after checking that it is arithmetic only.
+
+    Raises:
+        ValueError: not an arithmetic expression of numbers and names.
+    """
+    try:
+        tree = ast.parse(formula, mode="eval")
+    except SyntaxError:
+        raise ValueError(f"formula {formula!r} is not an arithmetic expression") from None
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.append(node.id)
+        elif not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant,
+                                   ast.Load, *_OPERATORS)) \
+                or isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
+            raise ValueError(f"formula {formula!r}: only numbers, config keys and + - * / ** ( )")
+    return names
+
+
+def evaluate_formula(formula: str, config: dict[str, Any]) -> float | None:
+    """The formula's value for ``config`` (None when a key is missing or not a number). The
+    expression is walked node by node: nothing of it is executed as code."""
+    def walk(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            value = config.get(node.id)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise KeyError(node.id)
+            return float(value)
+        if isinstance(node, ast.UnaryOp):
+            return -walk(node.operand)
+        left, right = walk(node.left), walk(node.right)
+        op = type(node.op)
+        return {ast.Add: lambda: left + right, ast.Sub: lambda: left - right,
+                ast.Mult: lambda: left * right, ast.Div: lambda: left / right,
+                ast.Pow: lambda: left ** right}[op]()
+    formula_keys(formula)
+    try:
+        return walk(ast.parse(formula, mode="eval"))
+    except (KeyError, ZeroDivisionError, OverflowError):
+        return None
+
+
+class Mfu(_Strict):
+    throughput: str = "p_train"
+    flops_per_unit: Flops
+
+    _key = field_validator("throughput")(_key)
+
+
+class Window(_Strict):
+    start: str
+    end: str
+
+    _keys = field_validator("start", "end")(_key)
+
+
+class DataSpec(_Strict):
+    #: A format of the data-set registry (``flagperf-ansible data list``).
+    format: str
+
+    _format = field_validator("format")(check_name)
+
+
+class Checkpoint(_Strict):
+    #: Under the case's data folder.
+    path: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    _path = field_validator("path")(check_path)
+
+
+class CaseFile(_Strict):
+    """``benchmarks/.../<model>/<framework>/case.yml``."""
+
+    suite: Literal[SUITES]
+    description: str = Field(min_length=1)
+    launcher: str
+    entry: str
+    timeout: Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
+    metrics: dict[str, Metric] = {}
+    target: Target | None = None
+    throughput: Throughput = Throughput()
+    mfu: Mfu | None = None
+    precision_peak: dict[str, str] = {}
+    monitoring: Window | None = None
+    requirements: list[str] = []
+    env: dict[str, Any] = {}
+    data: DataSpec | None = None
+    checkpoint: Checkpoint | None = None
+    large_artifacts: list[str] = []
+
+    @field_validator("launcher")
+    @classmethod
+    def _launcher(cls, value: str) -> str:
+        from flagperf_ansible.launchers import LAUNCHERS
+        if value not in LAUNCHERS:
+            raise ValueError(f"{value!r} is not a launcher ({', '.join(LAUNCHERS)})")
+        return value
+    _entry = field_validator("entry")(check_path)
+
+    @field_validator("metrics")
+    @classmethod
+    def _metric_keys(cls, value: dict[str, Metric]) -> dict[str, Metric]:
+        for key in value:
+            _key(key)
+        return value
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*", item):
+                raise ValueError(f"{item!r} is not a requirement specifier (name[extras]op version)")
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        return check_env(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CaseFile":
+        if self.target and self.target.metric not in self.metrics:
+            raise ValueError(f"target.metric {self.target.metric!r} is not one of metrics")
+        if self.target:
+            wanted = ">=" if self.metrics[self.target.metric].direction == "higher" else "<="
+            if self.target.comparison != wanted:
+                raise ValueError(f"target.comparison {self.target.comparison!r} contradicts "
+                                 f"the direction of {self.target.metric}")
+        if self.suite in ("training", "inference") and self.target is None:
+            raise ValueError(f"a {self.suite} case needs target (its metric, comparison and "
+                             "config key)")
+        if self.suite == "base" and not self.metrics:
+            raise ValueError("a base case needs metrics (the figures it measures)")
+        if self.checkpoint and self.data is None:
+            raise ValueError("checkpoint lies under the data folder: declare data")
+        return self
+
+
+class StandardConfig(_Strict):
+    """``config/standard.yaml``."""
+
+    params: dict[str, Any]
+    mutable: list[str] = []
+    fixed: list[str] = []
+
+    @field_validator("mutable", "fixed")
+    @classmethod
+    def _subsets(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        params = info.data.get("params") or {}
+        for key in value:
+            if key not in params:
+                raise ValueError(f"{key!r} is not a key of params")
+            if info.field_name == "fixed" and key in info.data.get("mutable", ()):
+                raise ValueError(f"{key!r} is both mutable and fixed")
+        return value
+
+
+class ProfileInfo(_Strict):
+    description: str = Field(min_length=1)
+    #: What the profile shrinks against the standard configuration (empty: nothing).
+    reduced: list[Literal[REDUCTIONS]] = []
+
+
+class ProfileConfig(_Strict):
+    """``config/<hardware>.yaml``: a case's profile for a kind of hardware."""
+
+    profile: ProfileInfo
+    params: dict[str, Any] = {}

@@ -1,0 +1,126 @@
+"""Suites: what kind of case a case is, and what follows from that on the controller.
+
+A suite decides (DESIGN.md "suite"):
+
+* the pass rule of a round (``round_verdict``): training converges to its target, inference
+  ran and its accuracy is within its bound, base ran and reported every figure it declares,
+  diagnostic ran to FINISHED;
+* the standard figures of FINISHED with their directions and units (``figures``), which the
+  report shows as columns and compare judges, beside the case's own ``metrics``;
+* the default monitoring window (PerfLog events) and the unit that energy is given per.
+
+One results layout, one statistics module, one compare serve every suite: they ask this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A FINISHED figure: its key, +1 higher is better / -1 lower / 0 not judged, its unit
+    (``{unit}`` stands for the case's throughput unit) and its report header."""
+
+    key: str
+    direction: int
+    unit: str
+    header: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    #: The PerfLog events that open and close the monitoring window by default.
+    window: tuple[str, str]
+    #: Standard FINISHED figures, in report order.
+    figures: tuple[Figure, ...]
+    #: How a passing round is described in the summary's pass rule.
+    rule: str
+    #: Whether the suite's figures are benchmark results (diagnostic ones never are).
+    benchmark: bool = True
+
+
+_TIMES = (Figure("e2e_time", -1, "s", "e2e s"),)
+SUITES: dict[str, Suite] = {s.name: s for s in (
+    Suite("training", ("TRAIN_START", "TRAIN_END"),
+          (Figure("p_whole", +1, "{unit}/s", "p_whole"), Figure("p_train", +1, "{unit}/s", "p_train"),
+           Figure("p_core", +1, "{unit}/s", "p_core"), Figure("mfu", +1, "", "MFU"),
+           Figure("raw_train_time", -1, "s", "train s"), *_TIMES),
+          "converged to its target"),
+    Suite("inference", ("INFERENCE_START", "INFERENCE_END"),
+          (Figure("p_whole", +1, "{unit}/s", "p_whole"), Figure("p_core", +1, "{unit}/s", "p_core"),
+           Figure("mfu", +1, "", "MFU"), *_TIMES),
+          "ran, accuracy within its bound"),
+    Suite("base", ("BENCHMARK_START", "BENCHMARK_END"), _TIMES,
+          "ran, every declared figure reported"),
+    Suite("diagnostic", ("TRAIN_START", "TRAIN_END"), (), "ran to FINISHED", benchmark=False),
+)}
+
+
+def suite(name: str | None) -> Suite:
+    """The suite called ``name``; training for None (FlagPerf's folders, which are training).
+
+    Raises:
+        KeyError: no such suite.
+    """
+    return SUITES[name or "training"]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def target_met(finished: Mapping[str, Any], target: Mapping[str, Any]) -> bool | None:
+    """Whether FINISHED's ``target.metric`` meets ``target_<name>`` by ``target.comparison``
+    (``>=`` or ``<=``); None when either number is missing."""
+    metric = str(target["metric"])
+    name = metric[len("final_"):] if metric.startswith("final_") else metric
+    final, goal = _number(finished.get(metric)), _number(finished.get(f"target_{name}"))
+    if final is None or goal is None:
+        return None
+    return final >= goal if target["comparison"] == ">=" else final <= goal
+
+
+def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
+                  contract: Mapping[str, Any] | None) -> tuple[bool, str]:
+    """``(passed, reason)`` for a round that ran to FINISHED, by its suite's rule.
+
+    Args:
+        suite_name: the case's suite.
+        finished: rank 0's FINISHED value.
+        contract: the plan's ``contract`` of the case (``target``, ``metrics``), or None for
+            FlagPerf's folders, where only the case's ``converged`` claim is known.
+    """
+    name = suite_name or "training"
+    contract = contract or {}
+    target = contract.get("target")
+    if name == "training":
+        if finished.get("converged") is not True:
+            return False, "did not converge to its target"
+        if target and target_met(finished, target) is False:
+            return False, (f"claims converged, but {target['metric']} {finished.get(target['metric'])} "
+                           f"is not {target['comparison']} its target")
+        return True, ""
+    if name == "inference":
+        met = target_met(finished, target) if target else None
+        if met is None:
+            return False, f"FINISHED lacks {target['metric'] if target else 'the metric'} or its target"
+        return (True, "") if met else (False, f"{target['metric']} outside its bound "
+                                               f"({target['comparison']} target)")
+    if name == "base":
+        missing = [k for k in contract.get("metrics") or {} if _number(finished.get(k)) is None]
+        return (False, f"FINISHED lacks {', '.join(missing)}") if missing else (True, "")
+    return True, ""
+
+
+def figure_directions(suite_name: str | None, metrics: Mapping[str, Any] | None,
+                      throughput_unit: str = "samples") -> dict[str, tuple[int, str]]:
+    """Every figure a case's rounds are judged on: ``{key: (direction, unit)}``, the suite's
+    standard figures then the case's metrics (their ``direction``: higher / lower)."""
+    out = {f.key: (f.direction, f.unit.format(unit=throughput_unit))
+           for f in suite(suite_name).figures}
+    for key, metric in (metrics or {}).items():
+        out[key] = (+1 if metric.get("direction") == "higher" else -1, str(metric.get("unit", "")))
+    return out

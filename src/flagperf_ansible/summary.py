@@ -1,0 +1,196 @@
+"""A run's summary: every round.json of a run gathered per case, with the case's pass rule,
+statistics, and what its figures mean (suite, contract, profile), so that reports and compare
+need nothing else.
+
+The case pass rule (``stats.case_passes``) counts the rounds that passed by their suite's rule
+(``suites.round_verdict``, applied in ``rounds.round_status``): every planned round ran to
+FINISHED and all passed, or, with 5 rounds or more, all but one (MLPerf Training Rules,
+"Benchmark Results"). A round run on a hardware profile other than the standard configuration
+is labelled as such (``profile_label``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from flagperf_ansible.flagperf_import import figure_direction, import_flagperf, is_flagperf_layout
+from flagperf_ansible.layout import ROUND_FILE, RUN_FILE, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, \
+    read_json, write_json, write_text
+from flagperf_ansible.rounds import reparse_rounds, round_figures
+from flagperf_ansible.stats import OLYMPIC_MIN_N, case_passes, describe, numeric_fields
+from flagperf_ansible.suites import suite as suite_of
+
+
+def profile_label(profile: Mapping[str, Any] | None) -> str:
+    """How a profile is shown wherever its figures are: ``profile: cpu, not the standard
+    configuration (reduced: image size, data set, epochs)``; ``""`` for the standard one."""
+    if not profile or profile.get("standard"):
+        return ""
+    reduced = list(profile.get("reduced") or [])
+    also = f" (reduced: {', '.join(reduced)})" if reduced else ""
+    return f"profile: {profile.get('name')}, not the standard configuration{also}"
+
+
+def profile_name(profile: Mapping[str, Any] | None) -> str | None:
+    """The profile's name, None for the standard configuration (or unknown, FlagPerf's)."""
+    if not profile or profile.get("standard"):
+        return None
+    return str(profile.get("name"))
+
+
+def column_header(header: str, unit: str) -> str:
+    """A figure's column header with its unit: ``p_whole images/s``; a header that already
+    ends with its unit (``e2e s``) stays as it is."""
+    return header if not unit or header.endswith(f" {unit}") else f"{header} {unit}"
+
+
+def case_figures(suite_name: str | None, contract: Mapping[str, Any] | None,
+                 metric: str | None = None) -> dict[str, dict[str, Any]]:
+    """What a case's figures are: ``{FINISHED key: {direction, unit, header}}`` with direction
+    +1 (higher is better), -1 (lower) or 0 (shown, not judged); the case's own metrics first,
+    then its suite's figures (``suites.Suite.figures``, ``{unit}`` = the contract's throughput
+    unit). Without a contract (FlagPerf's folders) the metric is ``final_<metric>`` with its
+    direction by name (``flagperf_import.figure_direction``) and the throughput unit samples.
+    A suite with no figures (diagnostic) shows ``e2e_time``, not judged.
+    """
+    unit = str(((contract or {}).get("throughput") or {}).get("unit") or "samples")
+    out: dict[str, dict[str, Any]] = {}
+    if contract is not None:
+        for key, declared in (contract.get("metrics") or {}).items():
+            out[key] = {"direction": +1 if declared.get("direction") == "higher" else -1,
+                        "unit": str(declared.get("unit", "")),
+                        "header": column_header(key, str(declared.get("unit", "")))}
+    elif metric:
+        key = f"final_{metric}"
+        out[key] = {"direction": figure_direction(key), "unit": "", "header": key}
+    own = suite_of(suite_name)
+    for figure in own.figures:
+        shown = figure.unit.format(unit=unit)
+        out.setdefault(figure.key, {"direction": figure.direction, "unit": shown,
+                                    "header": column_header(figure.header, shown)})
+    if not out:
+        out["e2e_time"] = {"direction": 0, "unit": "s", "header": "e2e s"}
+    return out
+
+
+def pass_rule(suite_name: str | None, repeat: int) -> str:
+    """The case pass rule in words, for summary.md."""
+    rule = f"every round {suite_of(suite_name).rule}"
+    if repeat >= OLYMPIC_MIN_N:
+        rule += f", or all but one (MLPerf, n >= {OLYMPIC_MIN_N})"
+    return rule
+
+
+def _case_stats(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    measured = [round_figures(r) for r in rounds if r["status"] == "passed" and r.get("finished")]
+    return {key: describe(f[key] for f in measured if isinstance(f.get(key), (int, float))
+                          and not isinstance(f.get(key), bool))
+            for key in numeric_fields(measured)}
+
+
+def _round_passed(document: Mapping[str, Any]) -> bool:
+    return bool(document.get("passed", document.get("status") == "passed"))
+
+
+def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Gather a run's rounds into the summary document (nothing is written).
+
+    Args:
+        run_dir: the run folder.
+        rounds: the round documents, when read elsewhere (a FlagPerf folder, in memory);
+            default every ``<case>/round<k>/round.json`` of the run.
+
+    Returns:
+        ``{run_id, status, vendor, source, provenance, cases}`` (schema
+        ``schemas/summary.schema.json``). Each case: ``case_id``, ``spec``, ``suite``,
+        ``profile`` (None on the standard configuration), ``contract``, ``figures``
+        (``case_figures``), ``metric``, ``diagnostic``, ``status`` and ``passed`` (by
+        ``stats.case_passes``), ``pass_rule``, round
+        counts, ``missing_rounds`` (planned in ``run.json``, no round.json), ``rounds`` and
+        ``stats`` (``stats.describe`` of every numeric FINISHED figure and ``mfu`` over the
+        rounds that passed). The run's status is ``passed`` only when every case passed.
+    """
+    run = read_json(run_dir / RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
+    planned = {c["case_id"]: c for c in run.get("cases", [])}
+    if rounds is None:
+        rounds = [read_json(p) for p in sorted(run_dir.glob(f"*/round*/{ROUND_FILE}"))]
+    found: dict[str, list[dict[str, Any]]] = {}
+    for document in rounds:
+        found.setdefault(document["case_id"], []).append(document)
+    cases = []
+    all_passed = bool(planned or found)
+    for case_id in list(planned) + [c for c in found if c not in planned]:
+        case_rounds = sorted(found.get(case_id, []), key=lambda r: r["round"])
+        plan = planned.get(case_id) or {}
+        first = case_rounds[0] if case_rounds else {}
+        repeat = (plan.get("spec") or {}).get("repeat", len(case_rounds))
+        missing = sorted(set(range(1, repeat + 1)) - {r["round"] for r in case_rounds})
+        passed = sum(_round_passed(r) for r in case_rounds)
+        ran = sum(bool(r.get("ran_to_finish", r["status"] == "passed")) for r in case_rounds)
+        case_passed = case_passes(repeat, ran, passed) and not missing
+        all_passed &= case_passed
+        suite_name = plan.get("suite") or first.get("suite") or (
+            "diagnostic" if plan.get("diagnostic") or first.get("diagnostic") else "training")
+        contract = plan["contract"] if "contract" in plan else first.get("contract")
+        metric = plan.get("metric") or first.get("metric")
+        cases.append({
+            "case_id": case_id,
+            "spec": plan.get("spec"),
+            "suite": suite_name,
+            "profile": plan["profile"] if "profile" in plan else first.get("profile"),
+            "contract": contract,
+            "figures": case_figures(suite_name, contract, metric),
+            "metric": metric,
+            "diagnostic": bool(plan.get("diagnostic", first.get("diagnostic", False)))
+            or suite_name == "diagnostic",
+            "status": "passed" if case_passed else "failed",
+            "passed": case_passed,
+            "pass_rule": pass_rule(suite_name, repeat),
+            "rounds_planned": repeat,
+            "rounds_passed": passed,
+            "rounds_ran_to_finish": ran,
+            "rounds_converged": sum(bool(r.get("converged")) for r in case_rounds),
+            "missing_rounds": missing,
+            "rounds": [
+                {"round": r["round"], "status": r["status"], "reason": r.get("reason", ""),
+                 "passed": _round_passed(r), "converged": r.get("converged", False),
+                 "wall_time": r.get("wall_time"), "finished": r.get("finished"),
+                 "mfu": r.get("mfu"), "overrides": r.get("overrides") or {},
+                 "nodes": r.get("nodes", [])}
+                for r in case_rounds
+            ],
+            "stats": _case_stats(case_rounds),
+        })
+    return {
+        "run_id": run.get("run_id", run_dir.name),
+        "status": "passed" if all_passed else "failed",
+        "vendor": run.get("vendor"),
+        "source": "flagperf-ansible" if run else "flagperf",
+        "provenance": run.get("provenance"),
+        "cases": cases,
+    }
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary without writing anything: built from its round.json files, or from its
+    FlagPerf rank logs in memory (``flagperf_import.import_flagperf``)."""
+    rounds = import_flagperf(run_dir) if is_flagperf_layout(run_dir) else None
+    return build_summary(run_dir, rounds)
+
+
+def write_summary(run_dir: Path, html: bool = True, reparse: bool = False) -> dict[str, Any]:
+    """Rebuild ``summary.json``, ``summary.md`` and (``html``) ``summary.html`` from the run's
+    round.json files (with ``reparse``, first each round.json from its raw artifacts, see
+    ``rounds.reparse_rounds``); a FlagPerf results folder is read in memory, and only the
+    summaries are written into it."""
+    from flagperf_ansible.report import summary_html, summary_markdown
+
+    if reparse:
+        reparse_rounds(run_dir)
+    summary = read_summary(run_dir)
+    write_json(run_dir / SUMMARY_JSON, summary)
+    write_text(run_dir / SUMMARY_MD, summary_markdown(summary))
+    if html:
+        write_text(run_dir / SUMMARY_HTML, summary_html(run_dir, summary))
+    return summary

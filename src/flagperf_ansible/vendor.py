@@ -1,0 +1,168 @@
+"""A vendor's definition, ``vendors/<vendor>/vendor.yml``: the hardware it declares, how its
+containers run, its datasheet peaks and its frameworks' images."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, \
+    model_validator
+
+from flagperf_ansible.casespec import check_name, check_path, not_bool
+from flagperf_ansible.errors import ConfigError, raise_first
+from flagperf_ansible.settings import ENV_NAME_PATTERN, SIZE_PATTERN, check_env
+from flagperf_ansible.yamlio import read_yaml
+
+#: A device passed into a container: host path, optional container path and permissions.
+DEVICE_PATTERN = re.compile(r"/dev/[A-Za-z0-9_./-]+(:/dev/[A-Za-z0-9_./-]+)?(:[rwm]{1,3})?")
+
+
+class ContainerOptions(BaseModel):
+    """``vendors/<vendor>/vendor.yml: container``: how roles/container runs a vendor's image.
+
+    Not privileged unless the vendor says so (``privileged: true``, a real boolean).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    privileged: StrictBool = False
+    #: Host devices passed in (``/dev/...:/dev/...[:rwm]``).
+    devices: list[str] = []
+    #: ``docker run --gpus``-style requests (community.docker ``device_requests``).
+    device_requests: list[dict[str, Any]] = []
+    #: Reserved: extra device options of a vendor's own launcher.
+    device_options: list[str] = []
+    #: The variable that selects the visible accelerators ("" for none).
+    visible_devices_env: str = ""
+    shm_size: str = ""
+    ipc_mode: str = ""
+    network_mode: str = "host"
+    env: dict[str, Any] = {}
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not DEVICE_PATTERN.fullmatch(item) or ".." in item:
+                raise ValueError(f"{item!r} is not a device mapping '/dev/X[:/dev/Y][:rwm]'")
+        return value
+
+    @field_validator("visible_devices_env")
+    @classmethod
+    def _visible(cls, value: str) -> str:
+        if value and not ENV_NAME_PATTERN.fullmatch(value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, value: str) -> str:
+        if value and not SIZE_PATTERN.fullmatch(str(value)):
+            raise ValueError(f"{value!r} is not a size (e.g. 1g, 512m)")
+        return value
+
+    @field_validator("ipc_mode", "network_mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        return check_name(value) if value else value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        return check_env(value)
+
+
+class PeakFlops(BaseModel):
+    """One hardware's datasheet peaks: ``source`` and FLOP/s per device by precision (any
+    other key, e.g. ``fp32: 1.95e+13``; PyYAML reads ``1e9`` without a dot as a string, which
+    is accepted as a number)."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Annotated[float, BeforeValidator(not_bool), Field(gt=0)]]
+
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _precisions(self) -> "PeakFlops":
+        for precision in self.model_extra or {}:
+            check_name(precision)
+        return self
+
+
+class FrameworkImage(BaseModel):
+    """``vendors/<vendor>/vendor.yml: frameworks.<framework>``: what the vendor's image of a
+    framework runs cases with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The interpreter inside the image (the launcher's argv[0] for Python launchers).
+    python: str = "python3"
+
+    _python = field_validator("python")(check_path)
+
+
+class VendorDef(BaseModel):
+    """``vendors/<vendor>/vendor.yml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    hardware: list[str] = []
+    container: ContainerOptions = ContainerOptions()
+    peak_flops: dict[str, PeakFlops] = {}
+    frameworks: dict[str, FrameworkImage] = {}
+
+    _names = field_validator("name")(check_name)
+
+    @field_validator("hardware", "frameworks", "peak_flops")
+    @classmethod
+    def _keys(cls, value: Any) -> Any:
+        for name in value:
+            check_name(name)
+        return value
+
+
+def vendor_file(project: Path, vendor: str) -> Path:
+    return project / "vendors" / vendor / "vendor.yml"
+
+
+def read_vendor(project: Path, vendor: str) -> VendorDef:
+    """Read and check ``vendors/<vendor>/vendor.yml``.
+
+    Raises:
+        ConfigError: naming vendor.yml and the key that is missing or malformed.
+    """
+    path = vendor_file(project, vendor)
+    shown = str(path.relative_to(project))
+    data = read_yaml(path, project) or {}
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping (name, hardware, container, ...)", shown)
+    with raise_first(shown):
+        return VendorDef.model_validate(data)
+
+
+def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
+    """The plan's view of a vendor: ``{"hardware": [...], "container": {...}, "python":
+    {framework: interpreter}}``, container options as the vendor set them.
+
+    Raises:
+        ConfigError: see ``read_vendor``.
+    """
+    definition = read_vendor(project, vendor)
+    return {"hardware": list(definition.hardware),
+            "container": definition.container.model_dump(exclude_unset=True),
+            "python": {k: v.python for k, v in definition.frameworks.items()}}
+
+
+def load_peaks(project: Path, vendor: str) -> dict[str, dict[str, Any]]:
+    """The vendor's datasheet peaks: ``{hardware: {"source": str, <precision>: FLOP/s}}``
+    (``vendor.yml: peak_flops``); empty when the vendor declares none.
+
+    Raises:
+        ConfigError: see ``read_vendor``.
+    """
+    return {hardware: {"source": entry.source.strip(), **(entry.model_extra or {})}
+            for hardware, entry in read_vendor(project, vendor).peak_flops.items()}

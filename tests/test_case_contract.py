@@ -1,0 +1,212 @@
+"""The case contract: case.yml and config files are schemas, suites sit side by side, profiles
+are labelled, and validation walks the whole vendor kit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flagperf_ansible.cases import check_vendor_kit, list_cases, load_case
+from flagperf_ansible.errors import ConfigError
+from test_validation import GOOD_CASE, plan_for
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = "benchmarks/resnet50/pytorch/case.yml"
+STANDARD = "benchmarks/resnet50/pytorch/config/standard.yaml"
+PROFILE = "benchmarks/resnet50/pytorch/config/cpu.yaml"
+
+
+def edit(project: Path, relative: str, old: str, new: str) -> None:
+    path = project / relative
+    text = path.read_text()
+    assert old in text, f"{relative} has no {old!r}"
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("relative, old, new, where", [
+    (CASE, "precision_peak:", "precison_peak:", f"{CASE}: precison_peak"),
+    (CASE, "suite: training", "suite: trainig", f"{CASE}: suite"),
+    (CASE, "launcher: torchrun", "launcher: mpirun", f"{CASE}: launcher"),
+    (CASE, "comparison: \">=\"", "comparison: \"<=\"", f"{CASE}: target.comparison"),
+    (CASE, "metric: final_acc1", "metric: final_acc5", f"{CASE}: target.metric"),
+    (CASE, "config_key: target_acc1", "config_key: target_top1", f"{CASE}: target.config_key"),
+    (CASE, "unit: images", "unit: pictures", f"{CASE}: throughput.unit"),
+    (CASE, "format: imagenet", "format: imagenett", f"{CASE}: data.format"),
+    (CASE, "entry: run_pretraining.py", "entry: run.py", f"{CASE}: entry"),
+    (CASE, "timeout: 86400", "timeout: true", f"{CASE}: timeout"),
+    (STANDARD, "  - precision\n", "  - precison\n", f"{STANDARD}: mutable"),
+    (STANDARD, "  - momentum\n", "  - learning_rate\n", f"{STANDARD}: fixed"),
+    (PROFILE, "  seed: 1234\n", "  sed: 1234\n", f"{PROFILE}: params.sed"),
+    (PROFILE, "  reduced: [image size", "  reduced: [image sizes", f"{PROFILE}: profile.reduced"),
+])
+def test_a_bad_case_file_is_one_line_naming_file_and_key(scratch_project, relative, old, new,
+                                                         where):
+    edit(scratch_project, relative, old, new)
+    with pytest.raises(ConfigError) as caught:
+        plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})
+    message = str(caught.value)
+    assert message.startswith(where), message
+    assert "\n" not in message
+
+
+def test_a_one_process_launcher_refuses_more_processes_per_node(scratch_project):
+    sleep = {"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
+             "nproc_per_node": 2}
+    with pytest.raises(ConfigError, match=r"flagperf_cases\[0\].nproc_per_node: the case's "
+                                          "launcher python starts one process per node"):
+        plan_for(scratch_project, {"flagperf_cases": [sleep]})
+
+
+def test_a_profile_may_not_change_a_fixed_key(scratch_project):
+    edit(scratch_project, PROFILE, "  seed: 1234\n", "  seed: 1234\n  momentum: 0.5\n")
+    with pytest.raises(ConfigError, match=f"{PROFILE}: params.momentum: a fixed key"):
+        plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})
+
+
+def test_a_profile_round_is_labelled_and_the_standard_one_is_not(scratch_project):
+    profile = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})["rounds"][0]
+    assert profile["profile"] == {
+        "name": "cpu", "standard": False, "reduced": ["image size", "data set", "epochs"],
+        "description": profile["profile"]["description"]}
+    assert profile["suite"] == "training" and profile["data_format"] == "imagenet"
+    assert profile["contract"]["target"] == {"metric": "final_acc1", "comparison": ">=",
+                                             "config_key": "target_acc1"}
+    standard = plan_for(scratch_project, {
+        "flagperf_vendor": "nvidia",
+        "flagperf_cases": [{**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}]})["rounds"][0]
+    assert standard["profile"] is None and standard["config"]["image_size"] == 224
+
+
+def test_every_case_and_every_vendor_override_in_the_tree_validates(project):
+    """The catalog as it stands: each case of each suite loads, and each vendor's override
+    files agree with their cases (the kit check validate runs for the vendor in use)."""
+    cases = list_cases(project)
+    assert {c.suite for c in cases} >= {"training", "diagnostic"}
+    overrides = sorted(project.glob("vendors/*/**/config/*.yaml"))
+    assert overrides, "no vendor override in the tree"
+    checked = {v.parent.name: check_vendor_kit(project, v.parent.name)
+               for v in sorted(project.glob("vendors/*/vendor.yml"))}
+    per_case = sum(2 + len([p for p in (c.directory / "config").glob("*.yaml")
+                            if p.stem != "standard"]) for c in cases)
+    assert sum(checked.values()) == per_case * len(checked) + len(overrides)
+
+
+def test_validate_checks_an_override_the_plan_does_not_run(scratch_project):
+    """A broken vendor file for a configuration nobody asked for still fails validation."""
+    path = scratch_project / "vendors/cpu/resnet50-pytorch/config/cpux8x1.yaml"
+    path.write_text("momentum: 0.5\n")
+    with pytest.raises(ConfigError, match="cpux8x1.yaml: momentum: not a mutable key"):
+        plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})
+    path.unlink()
+    stray = scratch_project / "vendors/cpu/resnet5O-pytorch/config/cpux1x1.yaml"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("seed: 1\n")
+    with pytest.raises(ConfigError, match="resnet5O-pytorch/config/cpux1x1.yaml: no case"):
+        plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})
+
+
+def add_inference_twin(project: Path) -> Path:
+    """An inference case of resnet50:pytorch beside the training one."""
+    folder = project / "benchmarks/inference/resnet50/pytorch"
+    (folder / "config").mkdir(parents=True)
+    (folder / "infer.py").write_text("")
+    (folder / "case.yml").write_text(yaml.safe_dump({
+        "suite": "inference", "description": "ResNet-50 inference", "launcher": "python",
+        "entry": "infer.py", "timeout": 600,
+        "metrics": {"final_top1": {"direction": "higher", "unit": "%"}},
+        "target": {"metric": "final_top1", "comparison": ">=", "config_key": "target_top1"},
+        "throughput": {"figure": "p_core", "unit": "queries", "count": "num_queries"},
+        "data": {"format": "imagenet"}}))
+    (folder / "config/standard.yaml").write_text(yaml.safe_dump(
+        {"params": {"batch_size": 256, "target_top1": 75.0}, "mutable": ["batch_size"]}))
+    return folder
+
+
+def test_training_and_inference_cases_of_one_model_sit_side_by_side(scratch_project):
+    add_inference_twin(scratch_project)
+    keys = {(c.key, c.suite) for c in list_cases(scratch_project)}
+    assert {("resnet50:pytorch", "training"),
+            ("resnet50:pytorch:inference", "inference")} <= keys
+    twin = {**GOOD_CASE, "suite": "inference", "repeat": 1}
+    plan = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE, twin]})
+    assert [c["case_id"] for c in plan["cases"]] == [
+        "resnet50-pytorch-cpux1x1", "resnet50-pytorch-inference-cpux1x1"]
+    inference = plan["rounds"][-1]
+    assert inference["entry"] == "benchmarks/inference/resnet50/pytorch/infer.py"
+    assert inference["contract"]["window"] == ["INFERENCE_START", "INFERENCE_END"]
+    assert inference["mfu_basis"]["throughput"] == "p_core"
+    # FlagPerf's six-field key keeps meaning training.
+    plan = plan_for(scratch_project, {"flagperf_cases": [{"resnet50:pytorch:cpu:1:1:1": "d"}]})
+    assert plan["rounds"][0]["suite"] == "training"
+
+
+def test_an_inference_case_in_the_training_tree_is_refused(scratch_project):
+    folder = add_inference_twin(scratch_project)
+    target = scratch_project / "benchmarks/resnet18/pytorch"
+    target.parent.mkdir()
+    folder.rename(target)
+    with pytest.raises(ConfigError, match="resnet18/pytorch/case.yml: suite: a inference case "
+                                          "does not belong under benchmarks/"):
+        load_case(scratch_project, "resnet18", "pytorch")
+
+
+def test_cases_command_lists_every_case_with_its_suite(scratch_project):
+    add_inference_twin(scratch_project)
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "cases"],
+                          capture_output=True, text=True, timeout=60,
+                          env={"FLAGPERF_PROJECT_DIR": str(scratch_project),
+                               "PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    lines = [line.split()[:2] for line in done.stdout.splitlines()]
+    assert ["inference", "resnet50:pytorch:inference"] in lines
+    assert ["training", "resnet50:pytorch"] in lines
+    assert ["diagnostic", "sleep:pytorch"] in lines
+
+
+def test_validate_checks_the_data_folder_on_a_local_inventory(scratch_project, tmp_path):
+    inventory = scratch_project / "inv"
+    (inventory / "group_vars").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"flagperf_hosts": {
+        "hosts": {"localhost": {"ansible_connection": "local"}}}}}}))
+    data = tmp_path / "images"
+    (data / "train/cat").mkdir(parents=True)
+    (inventory / "group_vars/all.yml").write_text(yaml.safe_dump({
+        "flagperf_cases": [{**GOOD_CASE, "data_dir": str(data)}]}))
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i", str(inventory)],
+                          capture_output=True, text=True, timeout=60,
+                          env={"FLAGPERF_PROJECT_DIR": str(scratch_project),
+                               "PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    line, = done.stderr.splitlines()
+    assert line.startswith("flagperf-ansible: inv/group_vars/all.yml: flagperf_cases[0].data_dir: "
+                           f"data_dir {data} is not imagenet data: ") or \
+        line.startswith(f"flagperf-ansible: {inventory}/group_vars/all.yml"), line
+    assert "flagperf-ansible data check imagenet" in line
+
+
+def test_preflight_check_verifies_a_declared_checkpoint(digits_dir, tmp_path):
+    """layout_check.py as preflight pipes it: the data layout, then the checkpoint's SHA-256."""
+    import hashlib
+    import json
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(digits_dir, data)
+    (data / "init.pt").write_bytes(b"weights")
+    good = hashlib.sha256(b"weights").hexdigest()
+    script = ROOT / "src/flagperf_ansible/datasets/layout_check.py"
+
+    def check(sha256: str) -> tuple[int, list[str]]:
+        request = [{"format": "imagenet", "path": str(data), "case_id": "c",
+                    "checkpoint": {"path": "init.pt", "sha256": sha256}}]
+        done = subprocess.run(["/usr/bin/python3", "-", json.dumps(request)], input=script.read_text(),
+                              capture_output=True, text=True, timeout=60)
+        return done.returncode, json.loads(done.stdout)["results"][0]["problems"]
+
+    assert check(good) == (0, [])
+    rc, problems = check("0" * 64)
+    assert rc == 1 and problems == [f"init.pt: SHA-256 {good}, the case expects {'0' * 64}"]
