@@ -17,6 +17,7 @@ from typing import Any
 from flagperf_ansible.monitoring import DEFAULT_WINDOW, read_stream
 from flagperf_ansible.perflog import parse_rank_log
 from flagperf_ansible.rounds import round_figures
+from flagperf_ansible.suites import FINISHED_UNITS
 from flagperf_ansible.suites import suite as suite_of
 from flagperf_ansible.summary import case_figures, profile_label
 
@@ -75,7 +76,13 @@ def stats_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     def unit(name: str) -> str:
         # FINISHED's target_<metric> is in the unit of its final_<metric> (DESIGN.md, PerfLog).
         paired = f"final_{name[len('target_'):]}" if name.startswith("target_") else name
-        return str((figures.get(name) or figures.get(paired) or {}).get("unit", ""))
+        declared = (figures.get(name) or figures.get(paired) or {}).get("unit")
+        if declared is not None:
+            return str(declared)
+        throughput = (case.get("contract") or {}).get("throughput") or {}
+        if name == throughput.get("count"):
+            return str(throughput.get("unit") or "")
+        return FINISHED_UNITS.get(name, "").format(unit=throughput.get("unit") or "samples")
 
     header = ["figure", "unit", *STAT_COLUMNS]
     rows = [[name, unit(name), *(_fmt(values.get(c)) for c in STAT_COLUMNS)]

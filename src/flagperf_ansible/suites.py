@@ -59,6 +59,12 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
 )}
 
 
+#: Units of the other standard FINISHED figures (driver/finished.py), shown beside their
+#: statistics though not report columns.
+FINISHED_UNITS = {"init_time": "s", "raw_train_time": "s", "train_no_eval_time": "s",
+                  "pure_compute_time": "s", "e2e_time": "s", "num_trained_samples": "{unit}"}
+
+
 def suite(name: str | None) -> Suite:
     """The suite called ``name``; training for None (FlagPerf's folders, which are training).
 
