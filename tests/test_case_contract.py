@@ -210,3 +210,13 @@ def test_preflight_check_verifies_a_declared_checkpoint(digits_dir, tmp_path):
     assert check(good) == (0, [])
     rc, problems = check("0" * 64)
     assert rc == 1 and problems == [f"init.pt: SHA-256 {good}, the case expects {'0' * 64}"]
+
+
+def test_case_requirements_go_into_the_image_and_its_tag(scratch_project):
+    docker = {"flagperf_container_runtime": "docker", "flagperf_cases": [GOOD_CASE]}
+    before = plan_for(scratch_project, docker)["images"]["pytorch"]
+    assert before["requirements"] == []
+    edit(scratch_project, CASE, "data: {format: imagenet}",
+         "data: {format: imagenet}\nrequirements: ['timm>=1.0']")
+    after = plan_for(scratch_project, docker)["images"]["pytorch"]
+    assert after["requirements"] == ["timm>=1.0"] and after["tag"] != before["tag"]

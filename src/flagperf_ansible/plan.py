@@ -132,7 +132,7 @@ def build_plan(
         cases.append({"case_id": spec.case_id, "spec": spec.model_dump(), "metric": case.metric,
                       "suite": case.suite, "diagnostic": case.diagnostic,
                       "description": case.spec.description, "contract": contract,
-                      "profile": profile})
+                      "profile": profile, "requirements": list(case.spec.requirements)})
         mfu = case.spec.mfu
         basis = mfu_basis(mfu.flops_per_unit.model_dump() if mfu else None,
                           case.spec.precision_peak, config, peaks, spec.hardware,
@@ -180,9 +180,13 @@ def build_plan(
                   "wheels": sorted(Path(w).name for w in parsed.flagperf_image_wheels)}
         for framework in sorted({c["spec"]["framework"] for c in cases}):
             name = f"flagperf-{parsed.flagperf_vendor}-{framework}"
+            # The cases' own extra packages (case.yml requirements) go into the image too.
+            extra = sorted({r for c in cases if c["spec"]["framework"] == framework
+                            for r in c["requirements"]})
             images[framework] = {
-                "name": name, "framework": framework,
-                "tag": image_tag(project, parsed.flagperf_vendor, framework, inputs)}
+                "name": name, "framework": framework, "requirements": extra,
+                "tag": image_tag(project, parsed.flagperf_vendor, framework,
+                                 {**inputs, "requirements": extra} if extra else inputs)}
     return {
         "vendor": parsed.flagperf_vendor,
         "container": vendor_def["container"],
