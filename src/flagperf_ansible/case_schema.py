@@ -38,8 +38,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from flagperf_ansible.casespec import check_name, check_path, not_bool
 from flagperf_ansible.settings import check_env
+from flagperf_ansible.suites import SUITES
 
-SUITES = ("training", "inference", "base", "diagnostic")
 #: Units a throughput is counted in (per second).
 THROUGHPUT_UNITS = ("samples", "tokens", "images", "mel_frames", "queries", "bytes", "flop")
 #: FINISHED keys and config keys: identifiers, as FlagPerf's ``throughput(ips)_raw`` aside.
@@ -193,7 +193,7 @@ class Checkpoint(_Strict):
 class CaseFile(_Strict):
     """``benchmarks/.../<model>/<framework>/case.yml``."""
 
-    suite: Literal[SUITES]
+    suite: Literal[tuple(SUITES)]
     description: str = Field(min_length=1)
     launcher: str
     entry: str

@@ -26,9 +26,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flagperf_ansible.case_schema import CaseFile, ProfileConfig, StandardConfig
+from flagperf_ansible.case_schema import CaseFile, ProfileConfig, StandardConfig, formula_keys
 from flagperf_ansible.casespec import CaseSpec
 from flagperf_ansible.errors import ConfigError, raise_first
+from flagperf_ansible.suites import suite as suite_of
 from flagperf_ansible.yamlio import read_yaml
 
 #: Suites whose cases live in their own folder under ``benchmarks/``.
@@ -89,7 +90,6 @@ class CaseDef:
         """What the controller judges the case's rounds by, as plain data for the plan:
         ``{suite, metrics, target, throughput, window, data_format}`` (``window``: the
         monitoring window's PerfLog events, the suite's unless the case sets its own)."""
-        from flagperf_ansible.suites import suite as suite_of
         spec = self.spec
         window = (spec.monitoring.start, spec.monitoring.end) if spec.monitoring \
             else suite_of(spec.suite).window
@@ -162,7 +162,6 @@ def _check_contract_keys(case: CaseDef, shown: str) -> None:
         raise ConfigError(f"{flops.scale_key!r} is not a key of config/standard.yaml params",
                           shown, "mfu.flops_per_unit.scale_key")
     if flops and flops.formula:
-        from flagperf_ansible.case_schema import formula_keys
         for name in formula_keys(flops.formula):
             if name not in params:
                 raise ConfigError(f"{name!r} is not a key of config/standard.yaml params",

@@ -64,7 +64,7 @@ def mfu_basis(declared: Mapping[str, Any] | None, precision_map: Mapping[str, st
         precision_map: the case's map from its ``precision`` config value to a datasheet
             precision (e.g. ``amp -> bf16``); an unmapped value is used as it is.
         config: the round's effective configuration.
-        peaks: from ``load_peaks``.
+        peaks: the ``peaks`` of ``vendor.load_vendor``.
         hardware: the case spec's hardware (e.g. ``A100``).
         devices: ``nnodes x nproc_per_node``.
         throughput: the FINISHED figure MFU takes (the case's ``mfu.throughput``).

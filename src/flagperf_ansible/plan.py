@@ -17,7 +17,7 @@ from flagperf_ansible.launch import image_tag
 from flagperf_ansible.launchers import LAUNCHERS
 from flagperf_ansible.mfu import mfu_basis
 from flagperf_ansible.settings import check_settings, templated
-from flagperf_ansible.vendor import load_peaks, load_vendor
+from flagperf_ansible.vendor import load_vendor
 
 
 def _host_path(root: str, path: str) -> str:
@@ -86,7 +86,7 @@ def build_plan(
 
     vendor_def = load_vendor(project, parsed.flagperf_vendor)
     check_vendor_kit(project, parsed.flagperf_vendor)
-    peaks = load_peaks(project, parsed.flagperf_vendor)
+    peaks = vendor_def["peaks"]
     source = origin("flagperf_cases")
     cases: list[dict[str, Any]] = []
     rounds: list[dict[str, Any]] = []

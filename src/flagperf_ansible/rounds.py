@@ -71,7 +71,8 @@ def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
 
 def _with_plan(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` with ``case_id``, ``round``, ``suite``, ``contract`` and ``profile`` filled in
-    from the key and the run's plan where the record lacks them."""
+    from the key and the run's plan where the record lacks them (a round the results callback
+    wrote after an error, or a record from before they were recorded)."""
     record = dict(record)
     record.setdefault("case_id", record["key"].split("/")[0])
     record.setdefault("round", int(record["key"].rsplit("round", 1)[-1]))

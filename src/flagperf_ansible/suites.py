@@ -5,8 +5,9 @@ A suite decides (DESIGN.md "suite"):
 * the pass rule of a round (``round_verdict``): training converges to its target, inference
   ran and its accuracy is within its bound, base ran and reported every figure it declares,
   diagnostic ran to FINISHED;
-* the standard figures of FINISHED with their directions and units (``figures``), which the
-  report shows as columns and compare judges, beside the case's own ``metrics``;
+* the standard figures of FINISHED with their directions and units (``Suite.figures``), which
+  the report shows as columns and compare judges, beside the case's own ``metrics``
+  (``summary.case_figures`` puts the two together);
 * the default monitoring window (PerfLog events) and the unit that energy is given per.
 
 One results layout, one statistics module, one compare serve every suite: they ask this module.
@@ -38,8 +39,6 @@ class Suite:
     figures: tuple[Figure, ...]
     #: How a passing round is described in the summary's pass rule.
     rule: str
-    #: Whether the suite's figures are benchmark results (diagnostic ones never are).
-    benchmark: bool = True
 
 
 _TIMES = (Figure("e2e_time", -1, "s", "e2e s"),)
@@ -55,7 +54,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           "ran, accuracy within its bound"),
     Suite("base", ("BENCHMARK_START", "BENCHMARK_END"), _TIMES,
           "ran, every declared figure reported"),
-    Suite("diagnostic", ("TRAIN_START", "TRAIN_END"), (), "ran to FINISHED", benchmark=False),
+    Suite("diagnostic", ("TRAIN_START", "TRAIN_END"), (), "ran to FINISHED"),
 )}
 
 
@@ -119,14 +118,3 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
         missing = [k for k in contract.get("metrics") or {} if _number(finished.get(k)) is None]
         return (False, f"FINISHED lacks {', '.join(missing)}") if missing else (True, "")
     return True, ""
-
-
-def figure_directions(suite_name: str | None, metrics: Mapping[str, Any] | None,
-                      throughput_unit: str = "samples") -> dict[str, tuple[int, str]]:
-    """Every figure a case's rounds are judged on: ``{key: (direction, unit)}``, the suite's
-    standard figures then the case's metrics (their ``direction``: higher / lower)."""
-    out = {f.key: (f.direction, f.unit.format(unit=throughput_unit))
-           for f in suite(suite_name).figures}
-    for key, metric in (metrics or {}).items():
-        out[key] = (+1 if metric.get("direction") == "higher" else -1, str(metric.get("unit", "")))
-    return out

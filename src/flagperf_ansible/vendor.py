@@ -145,8 +145,10 @@ def read_vendor(project: Path, vendor: str) -> VendorDef:
 
 
 def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
-    """The plan's view of a vendor: ``{"hardware": [...], "container": {...}, "python":
-    {framework: interpreter}}``, container options as the vendor set them.
+    """The plan's view of a vendor, from one read of vendor.yml: ``{"hardware": [...],
+    "container": {...}, "python": {framework: interpreter}, "peaks": {hardware: {"source": str,
+    <precision>: FLOP/s}}}``, container options as the vendor set them, peaks empty when it
+    declares none.
 
     Raises:
         ConfigError: see ``read_vendor``.
@@ -154,15 +156,6 @@ def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
     definition = read_vendor(project, vendor)
     return {"hardware": list(definition.hardware),
             "container": definition.container.model_dump(exclude_unset=True),
-            "python": {k: v.python for k, v in definition.frameworks.items()}}
-
-
-def load_peaks(project: Path, vendor: str) -> dict[str, dict[str, Any]]:
-    """The vendor's datasheet peaks: ``{hardware: {"source": str, <precision>: FLOP/s}}``
-    (``vendor.yml: peak_flops``); empty when the vendor declares none.
-
-    Raises:
-        ConfigError: see ``read_vendor``.
-    """
-    return {hardware: {"source": entry.source.strip(), **(entry.model_extra or {})}
-            for hardware, entry in read_vendor(project, vendor).peak_flops.items()}
+            "python": {k: v.python for k, v in definition.frameworks.items()},
+            "peaks": {hardware: {"source": entry.source.strip(), **(entry.model_extra or {})}
+                      for hardware, entry in definition.peak_flops.items()}}
