@@ -16,9 +16,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[local,test]'
 	touch $@
 
-data: data/digits/val/.complete
+data: data/digits/val/.complete data/digits/BiT-R14x1-random.npz
 
-data/digits/val/.complete: $(VENV)/.installed
+# The digits in the ImageNet layout and the bigtransfer cpu profile's checkpoint (one command).
+data/digits/val/.complete data/digits/BiT-R14x1-random.npz &: $(VENV)/.installed
 	$(PY) -m flagperf_ansible data prepare digits data/digits
 
 run: install data

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Compare the resnet50 case on the driver's trainer with the case as it was before it (commit
-8513f15: its own 100-line loop), side by side in the same run.
+"""Compare the resnet50 case with the case as it was at an earlier commit, side by side in the
+same run: 8513f15 had its own 100-line loop, ccdb7b7 (the default) ran on the driver's trainer
+with transformers' ResNet-50 and its own image loader; now it is torchvision's model and data.
 
-    python bench/trainer_parity.py [--data-dir DIR] [--rounds 1] [--commit 8513f15]
+    python bench/trainer_parity.py [--data-dir DIR] [--rounds 1] [--commit ccdb7b7]
 
-The old case (``benchmarks/resnet50/pytorch/`` with the ``benchmarks/driver/`` it used) is taken
-from git at ``--commit`` (``git archive``) into a temporary folder; the new one is this checkout's.
-Both run the ``cpu`` profile's effective configuration (hardware ``cpu``, vendor ``cpu``, 1 node
-x 1 process: ``flagperf_ansible.cases.effective_config``) on the digits data
+The old case (``benchmarks/`` and the ``src/`` that reads its configuration) is taken from git
+at ``--commit`` (``git archive``) into a temporary folder; the new one is this checkout's. Each
+runs its own ``cpu`` profile's effective configuration (hardware ``cpu``, vendor ``cpu``, 1 node
+x 1 process: that tree's ``flagperf_ansible.cases.effective_config``) on the digits data
 (``flagperf-ansible data prepare digits DIR``; written to a temporary folder when
 ``--data-dir`` is not given), one process each, directly (no torchrun, no vendor hooks),
 alternating old then new for ``--rounds`` rounds. Figures per case (medians over rounds):
@@ -16,9 +17,10 @@ alternating old then new for ``--rounds`` rounds. Figures per case (medians over
 * ``e2e_time``, ``p_whole``, ``p_train``, ``p_core``, ``final_acc1``, ``epochs``,
   ``num_trained_samples``: FINISHED's values (s, samples/s, %);
 
-with ``new/old`` beside each. The schedule, seeds and data order are the same, so the loss
-curve and final top-1 should match (bit for bit on the same machine), and the throughputs
-should differ by no more than run-to-run noise. It prints figures only: nothing is asserted.
+with ``new/old`` beside each. Where the recipe did not change (8513f15), the loss curve and
+final top-1 should match bit for bit on the same machine and the throughputs differ by no more
+than run-to-run noise; across a change of model or data pipeline (ccdb7b7) the figures say what
+it cost or gained. It prints figures only: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -34,13 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from flagperf_ansible.cases import effective_config, load_case  # noqa: E402
-from flagperf_ansible.casespec import CaseSpec  # noqa: E402
 from flagperf_ansible.perflog import parse_rank_log  # noqa: E402
 
 ENTRY = Path("benchmarks/resnet50/pytorch/run_pretraining.py")
@@ -48,21 +46,33 @@ FIGURES = ("wall", "e2e_time", "p_whole", "p_train", "p_core", "final_acc1", "ep
            "num_trained_samples")
 
 
-def extract_old_case(commit: str, target: Path) -> Path:
-    """``benchmarks/driver`` and ``benchmarks/resnet50`` at ``commit`` under ``target``."""
+def extract_old_tree(commit: str, target: Path) -> Path:
+    """``benchmarks/``, ``vendors/`` and ``src/`` at ``commit`` under ``target``."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "benchmarks/driver",
-         "benchmarks/resnet50"], check=True, capture_output=True).stdout
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "benchmarks", "vendors",
+         "src"], check=True, capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
-    return target / ENTRY
+    return target
 
 
-def cpu_profile_config() -> dict:
-    spec = CaseSpec(model="resnet50", framework="pytorch", hardware="cpu", nnodes=1,
-                    nproc_per_node=1)
-    config, _, _ = effective_config(ROOT, load_case(ROOT, "resnet50", "pytorch"), spec, "cpu")
-    return config
+#: Run in the tree's own ``src``: the cpu profile's effective configuration as YAML.
+CONFIG_SCRIPT = """
+import sys, yaml
+from pathlib import Path
+from flagperf_ansible.cases import effective_config, load_case
+from flagperf_ansible.casespec import CaseSpec
+root = Path(sys.argv[1])
+spec = CaseSpec(model="resnet50", framework="pytorch", hardware="cpu", nnodes=1, nproc_per_node=1)
+print(yaml.safe_dump(effective_config(root, load_case(root, "resnet50", "pytorch"), spec, "cpu")[0]))
+"""
+
+
+def cpu_profile_config(root: Path) -> str:
+    """The resnet50 cpu profile's effective configuration of the tree at ``root`` (YAML)."""
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    return subprocess.run([sys.executable, "-c", CONFIG_SCRIPT, str(root)], env=env,
+                          check=True, capture_output=True, text=True).stdout
 
 
 def run_case(entry: Path, config: Path, data_dir: Path, output_dir: Path) -> dict:
@@ -86,7 +96,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--commit", default="8513f15")
+    parser.add_argument("--commit", default="ccdb7b7")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,13 +107,15 @@ def main() -> int:
 
             data_dir = work / "digits"
             prepare_digits(data_dir)
-        config = work / "config.yaml"
-        config.write_text(yaml.safe_dump(cpu_profile_config()))
-        entries = {"old": extract_old_case(args.commit, work / "old"), "new": ROOT / ENTRY}
-        results: dict[str, list[dict]] = {name: [] for name in entries}
+        roots = {"old": extract_old_tree(args.commit, work / "old"), "new": ROOT}
+        configs = {}
+        for name, root in roots.items():
+            configs[name] = work / f"{name}-config.yaml"
+            configs[name].write_text(cpu_profile_config(root))
+        results: dict[str, list[dict]] = {name: [] for name in roots}
         for round_ in range(1, args.rounds + 1):
-            for name, entry in entries.items():
-                results[name].append(run_case(entry, config, data_dir,
+            for name, root in roots.items():
+                results[name].append(run_case(root / ENTRY, configs[name], data_dir,
                                               work / f"{name}-round{round_}"))
                 print(f"round {round_} {name}: done in {results[name][-1]['wall']:.1f} s",
                       flush=True)

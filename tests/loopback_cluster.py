@@ -201,7 +201,7 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
         raise
 
     data = SHARED / "data" / "digits"
-    if not (data / "val" / ".complete").exists():
+    if not ((data / "val" / ".complete").exists() and (data / "BiT-R14x1-random.npz").exists()):
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
         from flagperf_ansible.data import prepare_digits
 

@@ -80,43 +80,50 @@ def emit_finished(node_dir: Path, finished: dict | None, window: tuple[str, str]
 
 
 def write_planned_run(run_dir: Path, repeat: int, contract: dict | None = None,
-                      profile: dict | None = None, case: str = CASE) -> Path:
-    """run.json and plan.json of a run of one case with ``repeat`` rounds."""
+                      profile: dict | None = None, case: str = CASE, vendor: str = "cpu",
+                      spec: dict | None = None) -> Path:
+    """run.json and plan.json of a run of one case with ``repeat`` rounds, by ``vendor``;
+    ``spec`` adds to the case spec (e.g. hardware, nnodes, nproc_per_node)."""
     contract = TRAINING if contract is None else contract
     suite = contract["suite"]
     entry = {"case_id": case, "metric": None, "suite": suite,
-             "diagnostic": suite == "diagnostic", "spec": {"repeat": repeat},
+             "diagnostic": suite == "diagnostic", "spec": {**(spec or {}), "repeat": repeat},
              "contract": contract, "profile": profile}
     rounds = [{"key": f"{case}/round{n}", "case_id": case, "round": n, "suite": suite,
                "contract": contract, "profile": profile} for n in range(1, repeat + 1)]
-    write_run(run_dir, {"vendor": "cpu", "runtime": "none", "hosts": [], "cases": [entry],
+    write_run(run_dir, {"vendor": vendor, "runtime": "none", "hosts": [], "cases": [entry],
                         "rounds": rounds}, {})
     return run_dir
 
 
 def finalize(run_dir: Path, number: int, rc: int = 0, mfu_basis: dict | None = None,
-             case: str = CASE) -> dict:
-    """finalize_round of round ``number`` as the collect role hands it over (one host, h1)."""
+             case: str = CASE, config: dict | None = None) -> dict:
+    """finalize_round of round ``number`` as the collect role hands it over (one host, h1),
+    with ``config`` as the round's hyper-parameters."""
     return finalize_round({"run_dir": str(run_dir), "key": f"{case}/round{number}",
                            "case_id": case, "round": number, "metric": "acc1",
                            "hosts": [{"host": "h1", "noderank": 0, "rc": rc, "timed_out": False}],
-                           "config": {"image_size": 224}, "overrides": {}, "started_ms": 1000,
-                           "ended_ms": 2000, "mfu_basis": mfu_basis})
+                           "config": config or {"image_size": 224}, "overrides": {},
+                           "started_ms": 1000, "ended_ms": 2000, "mfu_basis": mfu_basis})
 
 
 def make_run(run_dir: Path, seconds: list[float], converged: list[bool] | None = None,
              rcs: list[int] | None = None, mfu_basis: dict | None = None,
-             profile: dict | None = None) -> Path:
-    """A run of one training case with a round per entry of ``seconds`` (training time of that
-    round), on the standard configuration or ``profile``."""
-    write_planned_run(run_dir, len(seconds), TRAINING, profile)
+             profile: dict | None = None, contract: dict | None = None, vendor: str = "cpu",
+             spec: dict | None = None, config: dict | None = None) -> Path:
+    """A run of one training case (``contract``, default ``TRAINING``) with a round per entry
+    of ``seconds`` (training time of that round), on the standard configuration or
+    ``profile``; ``vendor``, ``spec`` and ``config`` as ``write_planned_run`` and
+    ``finalize`` take them."""
+    write_planned_run(run_dir, len(seconds), contract or TRAINING, profile, vendor=vendor,
+                      spec=spec)
     for index, duration in enumerate(seconds):
         number = index + 1
         ok = True if converged is None else converged[index]
         rc = 0 if rcs is None else rcs[index]
         emit_round(run_dir / f"{CASE}/round{number}/h1_noderank0", seconds=duration,
                    converged=ok, finish=rc == 0)
-        finalize(run_dir, number, rc, mfu_basis)
+        finalize(run_dir, number, rc, mfu_basis, config=config)
     return run_dir
 
 

@@ -70,15 +70,16 @@ def test_a_profile_may_not_change_a_fixed_key(scratch_project):
 def test_a_profile_round_is_labelled_and_the_standard_one_is_not(scratch_project):
     profile = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})["rounds"][0]
     assert profile["profile"] == {
-        "name": "cpu", "standard": False, "reduced": ["image size", "data set", "epochs"],
-        "description": profile["profile"]["description"]}
+        "name": "cpu", "standard": False,
+        "reduced": ["image size", "data set", "epochs", "augmentation"],
+        "description": profile["profile"]["description"], "checkpoint": None}
     assert profile["suite"] == "training" and profile["data_format"] == "imagenet"
     assert profile["contract"]["target"] == {"metric": "final_acc1", "comparison": ">=",
                                              "config_key": "target_acc1"}
     standard = plan_for(scratch_project, {
         "flagperf_vendor": "nvidia",
         "flagperf_cases": [{**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}]})["rounds"][0]
-    assert standard["profile"] is None and standard["config"]["image_size"] == 224
+    assert standard["profile"] is None and standard["config"]["train_crop_size"] == 224
 
 
 def test_every_case_and_every_vendor_override_in_the_tree_validates(project):
@@ -210,6 +211,34 @@ def test_preflight_check_verifies_a_declared_checkpoint(digits_dir, tmp_path):
     assert check(good) == (0, [])
     rc, problems = check("0" * 64)
     assert rc == 1 and problems == [f"init.pt: SHA-256 {good}, the case expects {'0' * 64}"]
+    assert check(None) == (0, [])                  # unpinned: the file need only exist
+    (data / "init.pt").unlink()
+    assert check(None) == (1, ["init.pt: no such checkpoint file"])
+
+
+def test_a_checkpoint_is_pinned_or_says_why_not_and_a_profile_brings_its_own(scratch_project):
+    sha = "ab" * 32
+    for text, message in [
+            ("checkpoint: {path: init.npz}", "give sha256, or unpinned"),
+            (f"checkpoint: {{path: init.npz, sha256: '{sha}', unpinned: no checksum}}",
+             "give sha256, or unpinned")]:
+        edit(scratch_project, CASE, "data: {format: imagenet}",
+             f"data: {{format: imagenet}}\n{text}")
+        with pytest.raises(ConfigError, match=f"{CASE}: checkpoint: .*{message}"):
+            load_case(scratch_project, "resnet50", "pytorch")
+        edit(scratch_project, CASE, f"\n{text}", "")
+    edit(scratch_project, CASE, "data: {format: imagenet}",
+         "data: {format: imagenet}\ncheckpoint: {path: big.npz, unpinned: its publisher gives none}")
+    standard = plan_for(scratch_project, {
+        "flagperf_vendor": "nvidia",
+        "flagperf_cases": [{**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}]})["rounds"][0]
+    assert standard["checkpoint"] == {"path": "big.npz", "sha256": None,
+                                      "unpinned": "its publisher gives none"}
+    edit(scratch_project, PROFILE, "params:",
+         f"checkpoint: {{path: small.npz, sha256: '{sha}'}}\nparams:")
+    profile = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})["rounds"][0]
+    assert profile["checkpoint"] == {"path": "small.npz", "sha256": sha, "unpinned": ""}
+    assert profile["profile"]["checkpoint"] == profile["checkpoint"]
 
 
 def test_case_requirements_go_into_the_image_and_its_tag(scratch_project):

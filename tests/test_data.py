@@ -1,19 +1,20 @@
-"""The digits data set written as ImageNet folders (format ``imagenet``) and read back by the case's
-real loader."""
+"""The digits data set written as ImageNet folders (format ``imagenet``) and read back by the vision
+cases' real loader (``driver.torch.classification``) with resnet50's cpu profile."""
 
-import sys
-from pathlib import Path
-
+import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks/resnet50/pytorch"))
+from driver.torch.classification import eval_transform, image_folder, train_transform
+from flagperf_ansible import datasets
+from flagperf_ansible.cases import load_case, profile_of
 
-from image_folder import ImageFolder  # noqa: E402
 
-from flagperf_ansible import datasets  # noqa: E402
-
-CONFIG = {"image_size": 32, "augment": "random_shift", "random_shift": 4,
-          "normalize_mean": [0.5] * 3, "normalize_std": [0.5] * 3, "cache_images": True}
+@pytest.fixture(scope="module")
+def config(project):
+    """resnet50's effective configuration on `cpu` hardware: its profile over the standard."""
+    case = load_case(project, "resnet50", "pytorch")
+    _, params = profile_of(project, case, "cpu")
+    return {**case.standard.params, **params}
 
 
 def test_digits_layout(digits_dir):
@@ -24,9 +25,10 @@ def test_digits_layout(digits_dir):
     assert datasets.check("imagenet", digits_dir) == []  # what preflight checks on a host
 
 
-def test_loader_reads_tensors_and_labels(digits_dir):
-    train = ImageFolder(digits_dir / "train", CONFIG, train=True)
-    val = ImageFolder(digits_dir / "val", CONFIG, train=False)
+def test_loader_reads_tensors_and_labels(digits_dir, config):
+    assert config["train_transform"] == "random_shift" and config["cache_images"]
+    train = image_folder(digits_dir / "train", train_transform(config), cache=True)
+    val = image_folder(digits_dir / "val", eval_transform(config), cache=True)
     assert len(train) == 1437 and len(val) == 360 and train.classes == val.classes
     image, label = val[0]
     assert image.shape == (3, 32, 32) and image.dtype == torch.float32
@@ -37,7 +39,15 @@ def test_loader_reads_tensors_and_labels(digits_dir):
     assert len(labels) == 10
 
 
-def test_imagenet_transforms_give_the_configured_size(digits_dir):
-    config = {**CONFIG, "augment": "random_resized_crop", "image_size": 24}
-    assert ImageFolder(digits_dir / "train", config, train=True)[0][0].shape == (3, 24, 24)
-    assert ImageFolder(digits_dir / "val", config, train=False)[0][0].shape == (3, 24, 24)
+def test_imagenet_transforms_give_the_configured_size(digits_dir, config):
+    config = {**config, "train_transform": "random_resized_crop", "train_crop_size": 24,
+              "val_resize_size": 24, "val_crop_size": 24}
+    train = image_folder(digits_dir / "train", train_transform(config), cache=False)
+    val = image_folder(digits_dir / "val", eval_transform(config), cache=False)
+    assert train[0][0].shape == (3, 24, 24)
+    assert val[0][0].shape == (3, 24, 24)
+
+
+def test_a_missing_split_folder_is_named(tmp_path, config):
+    with pytest.raises(FileNotFoundError, match="no such data folder"):
+        image_folder(tmp_path / "train", eval_transform(config), cache=False)

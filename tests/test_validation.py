@@ -27,10 +27,13 @@ def plan_for(project, settings, hosts=("localhost",)):
     return prepare(project, str(inventory)).plan
 
 
-def test_local_inventory_plans_two_resnet50_rounds(project):
+CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer"]
+
+
+def test_local_inventory_plans_a_round_of_each_vision_case(project):
     plan = prepare(project, str(project / "inventories/local")).plan
-    assert [r["key"] for r in plan["rounds"]] == [
-        "resnet50-pytorch-cpux1x1/round1", "resnet50-pytorch-cpux1x1/round2"]
+    assert [r["key"] for r in plan["rounds"]] == [f"{m}-pytorch-cpux1x1/round1" for m in CATALOG]
+    assert all(r["profile"]["name"] == "cpu" for r in plan["rounds"])
     first = plan["rounds"][0]
     assert first["config"]["target_acc1"] == 90.0          # the cpu profile
     assert first["config"]["momentum"] == 0.9              # from the standard configuration
@@ -70,7 +73,7 @@ def test_validate_command_accepts_the_local_inventory(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert "2 round(s): resnet50-pytorch-cpux1x1" in done.stdout
+    assert "6 round(s): resnet50-pytorch-cpux1x1, mobilenetv2-pytorch-cpux1x1" in done.stdout
 
 
 def test_docker_runtime_plans_the_vendor_image(scratch_project):

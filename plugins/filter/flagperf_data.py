@@ -20,7 +20,7 @@ def flagperf_data_requests(rounds):
                    "case_id": str(round_["case_id"])}
         if round_.get("checkpoint"):
             request["checkpoint"] = {"path": str(round_["checkpoint"]["path"]),
-                                     "sha256": str(round_["checkpoint"]["sha256"])}
+                                     "sha256": round_["checkpoint"].get("sha256")}
         if (request["format"], request["path"], request["case_id"]) not in seen:
             seen.add((request["format"], request["path"], request["case_id"]))
             requests.append(request)

@@ -18,13 +18,20 @@ Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
 * ``monitoring``: the PerfLog events that open and close the monitoring window;
 * ``requirements``, ``env``: per-case extra packages and environment;
 * ``data``: the data-set format (``flagperf_ansible.datasets``), or null for a case that needs
-  none; ``checkpoint``: an initial checkpoint under the data folder with its SHA-256;
-* ``large_artifacts``: files the case writes that ``collect`` leaves out (tar patterns).
+  none; ``checkpoint``: an initial checkpoint under the data folder with its SHA-256 (or
+  ``unpinned``: why none can be given);
+* ``large_artifacts``: files the case writes that ``collect`` leaves out (tar patterns);
+* ``references``: figures published for the case (FlagPerf's, measured on nvidia A100), each
+  for one ``vendor``, ``hardware``, ``nnodes`` and ``nproc_per_node`` (at most one entry per
+  four), with its ``precision``, ``figures`` (FINISHED key -> published value, in the unit of
+  that figure: p_whole, p_train, p_core, e2e_time or a key of ``metrics``), ``source`` (where
+  it was published), an optional ``label`` (default ``FlagPerf's <hardware> <n>x<m>``) and
+  ``note``. The summary sets a round on the standard configuration beside the matching one.
 
 ``config/standard.yaml``: ``params`` (the standard configuration), ``mutable`` (the keys a
 vendor may override, a subset of ``params``), ``fixed`` (keys a profile may not change either,
 such as the optimizer type). ``config/<hardware>.yaml``: a profile, ``profile`` (what it is,
-what it ``reduces``) and ``params`` (the keys it changes).
+what it ``reduces``), ``params`` (the keys it changes) and optionally its own ``checkpoint``.
 """
 
 from __future__ import annotations
@@ -45,8 +52,9 @@ THROUGHPUT_UNITS = ("samples", "tokens", "images", "mel_frames", "queries", "byt
 #: FINISHED keys and config keys: identifiers, as FlagPerf's ``throughput(ips)_raw`` aside.
 KEY_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_()]*")
 #: What a profile may declare it shrinks.
-REDUCTIONS = ("layers", "hidden size", "heads", "image size", "sequence length", "vocabulary",
-              "data set", "epochs", "steps", "batch size")
+REDUCTIONS = ("layers", "hidden size", "width", "heads", "image size", "sequence length",
+              "vocabulary", "data set", "epochs", "steps", "batch size", "augmentation",
+              "checkpoint")
 
 Positive = Annotated[float, BeforeValidator(not_bool), Field(gt=0)]
 
@@ -185,9 +193,54 @@ class DataSpec(_Strict):
 class Checkpoint(_Strict):
     #: Under the case's data folder.
     path: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    #: The file's SHA-256; null only where its publisher gives none and the case cannot pin it
+    #: (``unpinned`` then says why): preflight then checks that the file exists.
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    unpinned: str = ""
 
     _path = field_validator("path")(check_path)
+
+    @model_validator(mode="after")
+    def _pinned(self) -> "Checkpoint":
+        if (self.sha256 is None) == (not self.unpinned):
+            raise ValueError("give sha256, or unpinned (why the file cannot be pinned), not both")
+        return self
+
+
+#: FINISHED figures a reference may publish besides the case's own metrics.
+REFERENCE_FIGURES = ("p_whole", "p_train", "p_core", "e2e_time")
+
+
+class Reference(_Strict):
+    """Figures published for the case on one configuration, e.g. FlagPerf's resnet50 on nvidia
+    A100 1x8: ``{p_whole: 4475, e2e_time: 28661, final_acc1: 75.0}`` (units: those of the
+    FINISHED figure, samples/s, s, the metric's unit)."""
+
+    vendor: str
+    hardware: str
+    nnodes: Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
+    nproc_per_node: Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
+    #: The configuration's ``precision`` the figures were measured with (fp32, amp, ...).
+    precision: str = Field(min_length=1)
+    figures: dict[str, Positive] = Field(min_length=1)
+    #: Where the figures were published (a file of FlagPerf, a paper, with the machine).
+    source: str = Field(min_length=1)
+    label: str | None = None
+    note: str = ""
+
+    _names = field_validator("vendor", "hardware")(check_name)
+
+    @field_validator("figures")
+    @classmethod
+    def _figure_keys(cls, value: dict[str, float]) -> dict[str, float]:
+        for key in value:
+            _key(key)
+        return value
+
+    @property
+    def shown_label(self) -> str:
+        """``label``, else ``FlagPerf's A100 1x8``."""
+        return self.label or f"FlagPerf's {self.hardware} {self.nnodes}x{self.nproc_per_node}"
 
 
 class CaseFile(_Strict):
@@ -209,6 +262,8 @@ class CaseFile(_Strict):
     data: DataSpec | None = None
     checkpoint: Checkpoint | None = None
     large_artifacts: list[str] = []
+    #: After ``metrics``: its figure keys are checked against them.
+    references: list[Reference] = []
 
     @field_validator("launcher")
     @classmethod
@@ -224,6 +279,24 @@ class CaseFile(_Strict):
     def _metric_keys(cls, value: dict[str, Metric]) -> dict[str, Metric]:
         for key in value:
             _key(key)
+        return value
+
+    @field_validator("references")
+    @classmethod
+    def _references(cls, value: list[Reference], info: ValidationInfo) -> list[Reference]:
+        metrics = list(info.data.get("metrics") or {})
+        seen: set[tuple[str, str, int, int]] = set()
+        for index, ref in enumerate(value):
+            where = f"entry {index} ({ref.vendor} {ref.hardware} {ref.nnodes}x{ref.nproc_per_node})"
+            for key in ref.figures:
+                if key not in REFERENCE_FIGURES and key not in metrics:
+                    raise ValueError(f"{where}: figure {key!r} is not one of "
+                                     f"{', '.join((*REFERENCE_FIGURES, *metrics))}")
+            four = (ref.vendor, ref.hardware, ref.nnodes, ref.nproc_per_node)
+            if four in seen:
+                raise ValueError(f"{where}: a second entry for this vendor, hardware, nnodes "
+                                 "and nproc_per_node")
+            seen.add(four)
         return value
 
     @field_validator("requirements")
@@ -288,3 +361,5 @@ class ProfileConfig(_Strict):
 
     profile: ProfileInfo
     params: dict[str, Any] = {}
+    #: The profile's own initial checkpoint (e.g. the reduced model's), replacing the case's.
+    checkpoint: Checkpoint | None = None

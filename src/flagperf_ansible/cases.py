@@ -88,8 +88,10 @@ class CaseDef:
 
     def contract(self) -> dict[str, Any]:
         """What the controller judges the case's rounds by, as plain data for the plan:
-        ``{suite, metrics, target, throughput, window, data_format}`` (``window``: the
-        monitoring window's PerfLog events, the suite's unless the case sets its own)."""
+        ``{suite, metrics, target, throughput, window, data_format, references}``
+        (``window``: the monitoring window's PerfLog events, the suite's unless the case sets
+        its own; ``references``: the published figures, each ``case_schema.Reference`` as a
+        mapping with its ``label`` filled in)."""
         spec = self.spec
         window = (spec.monitoring.start, spec.monitoring.end) if spec.monitoring \
             else suite_of(spec.suite).window
@@ -98,7 +100,9 @@ class CaseDef:
                 "target": spec.target.model_dump() if spec.target else None,
                 "throughput": spec.throughput.model_dump(),
                 "window": list(window),
-                "data_format": spec.data.format if spec.data else None}
+                "data_format": spec.data.format if spec.data else None,
+                "references": [{**ref.model_dump(), "label": ref.shown_label}
+                               for ref in spec.references]}
 
 
 def _shown(path: Path, project: Path) -> str:
@@ -182,7 +186,8 @@ def list_cases(project: Path) -> list[CaseDef]:
 def profile_of(project: Path, case: CaseDef, hardware: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The case's profile for ``hardware``: ``(label, params)``, or None when it has none.
 
-    ``label`` is ``{name, standard: False, description, reduced}``, what results show.
+    ``label`` is ``{name, standard: False, description, reduced, checkpoint}``, what results
+    show (``checkpoint``: the profile's own initial checkpoint, or None).
 
     Raises:
         ConfigError: the profile is malformed, names a key that is not a parameter, or
@@ -201,7 +206,8 @@ def profile_of(project: Path, case: CaseDef, hardware: str) -> tuple[dict[str, A
             raise ConfigError("a fixed key of this case (config/standard.yaml 'fixed'): no "
                               "profile changes it", shown, f"params.{key}")
     label = {"name": hardware, "standard": False, "description": profile.profile.description,
-             "reduced": list(profile.profile.reduced)}
+             "reduced": list(profile.profile.reduced),
+             "checkpoint": profile.checkpoint.model_dump() if profile.checkpoint else None}
     return label, dict(profile.params)
 
 

@@ -164,7 +164,8 @@ def build_plan(
                 "contract": contract,
                 "profile": profile,
                 "data_format": contract["data_format"],
-                "checkpoint": case.spec.checkpoint.model_dump() if case.spec.checkpoint else None,
+                "checkpoint": (profile or {}).get("checkpoint") or (
+                    case.spec.checkpoint.model_dump() if case.spec.checkpoint else None),
                 "env": dict(case.spec.env),
                 "large_artifacts": list(case.spec.large_artifacts),
                 "mfu_basis": basis,

@@ -3,7 +3,8 @@
 
 Columns and units come from each case's ``figures`` in the summary (its own metrics, then its
 suite's figures, ``summary.case_figures``); a round run on a profile other than the standard
-configuration is labelled wherever its figures are shown (``summary.profile_label``).
+configuration is labelled wherever its figures are shown (``summary.profile_label``), and a case
+set beside published figures shows its ratios to them in one line (``reference_line``).
 """
 
 from __future__ import annotations
@@ -117,6 +118,26 @@ def _case_heading(case: dict[str, Any]) -> tuple[str, list[str]]:
     return title, notes
 
 
+def reference_line(case: dict[str, Any]) -> str:
+    """The case's figures against the published ones (summary ``reference``), or ``""``:
+    ``vs FlagPerf's A100 1x8 (fp32, <source>): p_whole 0.97 x, final_acc1 1.00 x, e2e_time
+    1.10 x (lower is better)``, each the round mean over the published value."""
+    reference = case.get("reference")
+    if not reference:
+        return ""
+    figures = figures_of(case)
+    parts = []
+    for key, ratio in reference["ratios"].items():
+        if ratio is None:
+            continue
+        lower = (figures.get(key) or {}).get("direction", -1 if key == "e2e_time" else 1) < 0
+        parts.append(f"{key} {ratio:.2f} x" + (" (lower is better)" if lower else ""))
+    shown = ", ".join(parts) or "no passed round gives a published figure"
+    line = f"vs {reference['label']} ({reference['precision']}, {reference['source']}): {shown}"
+    tail = [text for text in (reference.get("mismatch"), reference.get("note")) if text]
+    return line + "".join(f"; {text}" for text in tail) + "."
+
+
 def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
             + ["| " + " | ".join(row) + " |" for row in rows])
@@ -187,6 +208,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         if case.get("stats"):
             lines += ["", "Statistics over the passed rounds:", ""]
             lines += _markdown_table(*stats_table(case))
+        compared = reference_line(case)
+        if compared:
+            lines += ["", compared]
         note = _mfu_note(case)
         if note:
             lines += ["", note]
@@ -208,6 +232,9 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
         for row in rows:
             table.add_row(*row)
         console.print(table)
+        compared = reference_line(case)
+        if compared:
+            console.print(compared, markup=False)
     console.print(f"run {summary['run_id']}: {summary['status']}")
 
 
@@ -329,6 +356,9 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
         if case.get("stats"):
             parts.append("<h3>Statistics over the passed rounds</h3>")
             parts.append(_html_table(*stats_table(case)))
+        compared = reference_line(case)
+        if compared:
+            parts.append(f"<p>{html.escape(compared)}</p>")
         note = _mfu_note(case)
         if note:
             parts.append(f"<p>{html.escape(note)}</p>")

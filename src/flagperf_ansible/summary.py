@@ -7,6 +7,10 @@ The case pass rule (``stats.case_passes``) counts the rounds that passed by thei
 FINISHED and all passed, or, with 5 rounds or more, all but one (MLPerf Training Rules,
 "Benchmark Results"). A round run on a hardware profile other than the standard configuration
 is labelled as such (``profile_label``).
+
+A case that declares published figures (case.yml ``references``) and ran on the standard
+configuration, on the vendor, hardware, node count and processes per node of one of them, is
+set beside it (``case_reference``): each figure's round mean over the published value.
 """
 
 from __future__ import annotations
@@ -89,6 +93,57 @@ def _case_stats(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for key in numeric_fields(measured)}
 
 
+def case_reference(vendor: str | None, spec: Mapping[str, Any] | None,
+                   profile: Mapping[str, Any] | None, contract: Mapping[str, Any] | None,
+                   config: Mapping[str, Any] | None,
+                   stats: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The case's round figures beside the published ones of the same configuration.
+
+    Args:
+        vendor: the run's vendor (``nvidia``).
+        spec: the case spec (``hardware``, ``nnodes``, ``nproc_per_node``).
+        profile: the round's profile label; a profile is not the configuration published.
+        contract: ``CaseDef.contract``; a missing ``references`` key means none.
+        config: the rounds' hyper-parameters (their ``precision`` is checked).
+        stats: ``stats.describe`` per FINISHED figure over the passed rounds.
+
+    Returns:
+        None when no reference has the run's vendor and the spec's hardware, nnodes and
+        nproc_per_node, or the case ran on a profile. Otherwise ``{label, source, precision,
+        note, mismatch, figures, ratios}``: ``figures`` the published values (throughput
+        first, then the metrics, e2e_time last), ``ratios`` the round mean over the published
+        value per figure (None where no passed round gave it). A ratio reads the figure's way:
+        above 1 is better for a throughput or a higher-is-better metric, worse for e2e_time.
+        ``mismatch`` says where the rounds' ``precision`` differs from the reference's
+        (``precision amp, the reference ran fp32``), else ``""``.
+    """
+    if not vendor or not spec or profile_name(profile) is not None:
+        return None
+    wanted = (vendor, spec.get("hardware"), spec.get("nnodes"), spec.get("nproc_per_node"))
+    reference = next((r for r in (contract or {}).get("references") or ()
+                      if (r.get("vendor"), r.get("hardware"), r.get("nnodes"),
+                          r.get("nproc_per_node")) == wanted), None)
+    if reference is None:
+        return None
+    published = dict(reference["figures"])
+    order = ["p_whole", "p_train", "p_core"]
+    order += [k for k in published if k not in order and k != "e2e_time"] + ["e2e_time"]
+    figures = {k: published[k] for k in order if k in published}
+    ratios = {}
+    for key, value in figures.items():
+        mean = (stats.get(key) or {}).get("mean")
+        ratios[key] = mean / value if isinstance(mean, (int, float)) and value else None
+    precision = (config or {}).get("precision")
+    mismatch = ""
+    if precision is not None and str(precision) != reference["precision"]:
+        mismatch = f"precision {precision}, the reference ran {reference['precision']}"
+    label = reference.get("label") or (f"FlagPerf's {reference['hardware']} "
+                                       f"{reference['nnodes']}x{reference['nproc_per_node']}")
+    return {"label": label, "source": reference["source"],
+            "precision": reference["precision"], "note": reference.get("note") or "",
+            "mismatch": mismatch, "figures": figures, "ratios": ratios}
+
+
 def _round_passed(document: Mapping[str, Any]) -> bool:
     return bool(document.get("passed", document.get("status") == "passed"))
 
@@ -109,7 +164,9 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         ``stats.case_passes``), ``pass_rule``, round
         counts, ``missing_rounds`` (planned in ``run.json``, no round.json), ``rounds`` and
         ``stats`` (``stats.describe`` of every numeric FINISHED figure and ``mfu`` over the
-        rounds that passed). The run's status is ``passed`` only when every case passed.
+        rounds that passed), ``reference`` (``case_reference``: the published figures of the
+        same configuration with the rounds' ratios to them, or None). The run's status is
+        ``passed`` only when every case passed.
     """
     run = read_json(run_dir / RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
     planned = {c["case_id"]: c for c in run.get("cases", [])}
@@ -134,11 +191,14 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
             "diagnostic" if plan.get("diagnostic") or first.get("diagnostic") else "training")
         contract = plan["contract"] if "contract" in plan else first.get("contract")
         metric = plan.get("metric") or first.get("metric")
+        profile = plan["profile"] if "profile" in plan else first.get("profile")
+        stats = _case_stats(case_rounds)
+        config = next((r["config"] for r in case_rounds if r.get("config")), None)
         cases.append({
             "case_id": case_id,
             "spec": plan.get("spec"),
             "suite": suite_name,
-            "profile": plan["profile"] if "profile" in plan else first.get("profile"),
+            "profile": profile,
             "contract": contract,
             "figures": case_figures(suite_name, contract, metric),
             "metric": metric,
@@ -160,7 +220,9 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
                  "nodes": r.get("nodes", [])}
                 for r in case_rounds
             ],
-            "stats": _case_stats(case_rounds),
+            "stats": stats,
+            "reference": case_reference(run.get("vendor"), plan.get("spec"), profile,
+                                        contract, config, stats),
         })
     return {
         "run_id": run.get("run_id", run_dir.name),

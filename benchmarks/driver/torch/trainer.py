@@ -26,7 +26,8 @@ Configuration keys it reads (the case's effective configuration): ``train_batch_
 ``eval_batch_size`` (per process), at least one of ``epochs``/``max_steps``/``max_samples``
 (0 or absent: no limit), and optionally ``precision`` (fp32), ``gradient_accumulation_steps``
 (1), ``eval_interval_samples`` (0: every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
-``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device).
+``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device), and
+``clip_grad_norm`` (none; read by the default ``backward`` hook).
 """
 
 from __future__ import annotations
@@ -140,6 +141,11 @@ class TrainingCase:
         target: the convergence target; ``target.metric`` names the FINISHED keys.
         create_scheduler: ``(optimizer, plan) -> LRScheduler`` stepped once per update, or None.
         model_info: more figures for the CONVERT_MODEL event (e.g. the number of labels).
+        train_sampler: ``(world_size, rank, seed) -> Sampler`` over ``train_set`` with
+            ``set_epoch(epoch)`` (e.g. repeated augmentation), or None: a
+            ``DistributedSampler`` over ranks (a random one on a single rank).
+        collate_fn: how training batches are put together (e.g. with mixup), or None: the
+            DataLoader's default.
     """
 
     train_set: torch.utils.data.Dataset
@@ -153,6 +159,8 @@ class TrainingCase:
     target: Target
     create_scheduler: Callable[[torch.optim.Optimizer, TrainingPlan], Any] | None = None
     model_info: dict[str, Any] = field(default_factory=dict)
+    train_sampler: Callable[[int, int, int], torch.utils.data.Sampler] | None = None
+    collate_fn: Callable[[list], Batch] | None = None
 
 
 @dataclass
@@ -254,7 +262,9 @@ class Trainer:
     def _loaders(self, case: TrainingCase):
         s, info = self.settings, self.info
         pin = self.device.type != "cpu"
-        if info.world_size > 1:
+        if case.train_sampler is not None:
+            sampler = case.train_sampler(info.world_size, info.rank, s.seed)
+        elif info.world_size > 1:
             sampler = torch.utils.data.distributed.DistributedSampler(
                 case.train_set, num_replicas=info.world_size, rank=info.rank, shuffle=True,
                 seed=s.seed, drop_last=True)
@@ -262,7 +272,7 @@ class Trainer:
             sampler = torch.utils.data.RandomSampler(case.train_set)
         train = torch.utils.data.DataLoader(
             case.train_set, batch_size=s.train_batch_size, sampler=sampler,
-            num_workers=s.num_workers, drop_last=True, pin_memory=pin)
+            num_workers=s.num_workers, drop_last=True, pin_memory=pin, collate_fn=case.collate_fn)
         if len(train) == 0:
             raise ValueError(f"the train set ({len(case.train_set)} samples over "
                              f"{info.world_size} ranks) holds no whole batch of "
@@ -354,7 +364,7 @@ class Trainer:
         model.train()
         while not stop:
             state.epoch += 1
-            if isinstance(sampler, torch.utils.data.distributed.DistributedSampler):
+            if hasattr(sampler, "set_epoch"):
                 sampler.set_epoch(state.epoch - 1)
             log.log(perflog.EPOCH_BEGIN, {"epoch": state.epoch})
             for batch in loader:

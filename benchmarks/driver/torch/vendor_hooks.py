@@ -23,7 +23,8 @@ Hooks (``ctx`` is a :class:`RankContext`):
   ``DistributedDataParallel`` on the rank's device);
 * ``backward(loss=, optimizer=, scaler=, update=, ctx=) -> None``: gradients of ``loss``, then,
   when ``update``, the optimizer step and zeroed gradients (default: with ``scaler``, a
-  ``torch.amp.GradScaler`` in fp16, scaled backward, ``scaler.step`` and ``scaler.update``).
+  ``torch.amp.GradScaler`` in fp16, scaled backward, ``scaler.step`` and ``scaler.update``;
+  with config ``clip_grad_norm``, the gradients' total L2 norm clipped to it before the step).
   Gradient accumulation is the trainer's: ``loss`` is already divided by the number of
   micro-batches, and ``update`` is true on the last of them.
 """
@@ -86,16 +87,27 @@ def default_model_to_ddp(model: torch.nn.Module, ctx: RankContext) -> torch.nn.M
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 
+def _clip(optimizer: torch.optim.Optimizer, max_norm: float) -> None:
+    if max_norm:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+
 def default_backward(*, loss: torch.Tensor, optimizer: torch.optim.Optimizer,
                      scaler: torch.amp.GradScaler | None, update: bool,
                      ctx: RankContext) -> None:
+    max_norm = float(ctx.config.get("clip_grad_norm") or 0.0)
     if scaler is None:
         loss.backward()
         if update:
+            _clip(optimizer, max_norm)
             optimizer.step()
     else:
         scaler.scale(loss).backward()
         if update:
+            if max_norm:
+                scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+            _clip(optimizer, max_norm)
             scaler.step(optimizer)
             scaler.update()
     if update:

@@ -1,22 +1,23 @@
-"""ResNet-50 from transformers' model definitions (``ResNetConfig`` defaults are ResNet-50:
-depths 3-4-6-3, bottleneck blocks, widths 256-512-1024-2048), trained from random weights."""
+"""ResNet-50 as FlagPerf trains it: torchvision's ``resnet50`` (v1.5, stride in the 3x3
+convolution), randomly initialised."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, Mapping
+
 import torch
-from transformers import ResNetConfig, ResNetForImageClassification
+import torchvision
 
-def build_resnet50(num_labels: int, zero_init_residual: bool) -> torch.nn.Module:
-    """A randomly initialised ResNet-50 with ``num_labels`` outputs.
 
-    Args:
-        zero_init_residual: start the last BatchNorm of every bottleneck at gamma 0, so each
-            residual block begins as the identity (Goyal et al. 2017, "Accurate, Large Minibatch
-            SGD"); this keeps very short schedules stable.
+def build_model(config: Mapping[str, Any], num_classes: int,
+                data_dir: Path | None = None) -> torch.nn.Module:
+    """ResNet-50 with ``num_classes`` outputs: images ``[batch, 3, H, W]`` -> logits
+    ``[batch, num_classes]`` (any H, W of at least 32: global average pooling).
+
+    Config: ``zero_init_residual`` starts the last BatchNorm of every bottleneck at gamma 0, so
+    each residual block begins as the identity (Goyal et al. 2017, "Accurate, Large Minibatch
+    SGD"), which keeps very short schedules stable.
     """
-    model = ResNetForImageClassification(ResNetConfig(num_labels=num_labels))
-    if zero_init_residual:
-        for module in model.modules():
-            if type(module).__name__ == "ResNetBottleNeckLayer":
-                torch.nn.init.zeros_(module.layer[-1].normalization.weight)
-    return model
+    return torchvision.models.resnet50(
+        num_classes=num_classes, zero_init_residual=bool(config.get("zero_init_residual")))

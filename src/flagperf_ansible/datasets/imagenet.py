@@ -8,6 +8,11 @@ Tiny data (``digits``): scikit-learn's bundled handwritten digits (1797 8x8 grey
 classes, from the UCI "Optical Recognition of Handwritten Digits" set), split 80/20 stratified
 with a fixed seed into ``train/`` and ``val/``, one PNG per image under ``<split>/<digit>/``
 (the loader reads PNG as it reads JPEG; lossless keeps the 8x8 images as they are).
+
+Beside the splits, the tiny data holds ``BiT-R14x1-random.npz``: a randomly initialised BiT
+ResNetV2 (layers ``[1, 1, 1, 1]``, width 1, a 1000-class head, seed 0) in BiT's
+``.npz`` checkpoint format (``bit_checkpoint``), the initial checkpoint of the bigtransfer
+case's cpu profile, which fine-tunes from BiT-M-R152x2.npz on real data.
 """
 
 from __future__ import annotations
@@ -16,16 +21,22 @@ from functools import partial
 from pathlib import Path
 
 from flagperf_ansible.datasets import layout_check
+from flagperf_ansible.datasets.bit_checkpoint import write_bit_npz
 from flagperf_ansible.datasets.registry import Format
 
 NAME = "imagenet"
+# The bigtransfer cpu profile's init_checkpoint (pinned there by SHA-256): bit_checkpoint's args.
+BIT_CHECKPOINT = "BiT-R14x1-random.npz"
+BIT_LAYERS, BIT_WIDTH, BIT_CLASSES, BIT_SEED = (1, 1, 1, 1), 1, 1000, 0
 
 
 def generate(target: Path) -> dict[str, int]:
     """Write the digits data set under ``target`` and return image counts per split
-    (``{"train": 1437, "val": 360}``).
+    (``{"train": 1437, "val": 360}``); also write ``target/BiT-R14x1-random.npz``, the
+    bigtransfer cpu profile's initial checkpoint (module docstring), when it is missing.
 
-    Idempotent: a split whose ``.complete`` marker exists is left as it is.
+    Idempotent: a split whose ``.complete`` marker exists is left as it is, and so is an
+    existing checkpoint (the case's SHA-256 pin catches a damaged one).
 
     Raises:
         OSError: ``target`` cannot be written.
@@ -50,6 +61,8 @@ def generate(target: Path) -> dict[str, int]:
             folder.mkdir(parents=True, exist_ok=True)
             Image.fromarray(images[index], mode="L").save(folder / f"{index:04d}.png")
         marker.write_text(f"{len(indices)}\n")
+    if not (target / BIT_CHECKPOINT).is_file():
+        write_bit_npz(target / BIT_CHECKPOINT, BIT_LAYERS, BIT_WIDTH, BIT_CLASSES, BIT_SEED)
     return counts
 
 
