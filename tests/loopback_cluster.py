@@ -62,19 +62,12 @@ def ensure_user() -> pwd.struct_passwd:
 
 
 def ensure_base_image() -> None:
-    """``flagperf-base:bookworm``: Debian bookworm minbase with python3, venv and CA certificates."""
-    if subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True).returncode == 0:
-        return
-    rootfs = CACHE / "rootfs-bookworm"
-    if not (rootfs / "usr/bin/python3").exists():
-        shutil.rmtree(rootfs, ignore_errors=True)
-        rootfs.parent.mkdir(parents=True, exist_ok=True)
-        run("debootstrap", "--variant=minbase",
-            "--include=python3,python3-venv,python3-pip,ca-certificates", "bookworm", str(rootfs))
-    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    subprocess.run(["docker", "import", "-", BASE_IMAGE], stdin=tar.stdout, check=True,
-                   capture_output=True)
-    tar.wait()
+    """``flagperf-base:bookworm`` (flagperf_ansible.base_image: Debian bookworm minbase with
+    python3, venv, pip and CA certificates), its debootstrap kept under ``/var/cache/flagperf``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from flagperf_ansible import base_image
+
+    base_image.make(BASE_IMAGE, "bookworm", rootfs=CACHE / "rootfs-bookworm")
 
 
 def wait_port(address: str, port: int, seconds: float = 10.0) -> None:

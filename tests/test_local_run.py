@@ -1,7 +1,7 @@
 """The main job for real, as the quickstart runs it: the vision catalog (resnet50, mobilenetv2,
 efficientnet, vit, swin_transformer, bigtransfer), one round each on its cpu profile on the
 digits data, local inventory, through the wrapper: one run, one prepare, every case of the
-catalog converging for real. (site.yml trains for real in tests/test_cluster.py.)"""
+catalog converging for real. (Two hosts train for real in tests/test_cluster_guide.py.)"""
 
 import json
 import subprocess

@@ -71,6 +71,20 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("name", choices=data_format_names(), metavar="NAME",
                        help="a format of `data list`")
     check.add_argument("path", type=Path, help="the data set's folder")
+
+    image = sub.add_parser("image", help="vendor images: make the base image they build on")
+    image_sub = image.add_subparsers(dest="image_command", required=True)
+    about = ("debootstrap a minimal Debian (python3, python3-venv, python3-pip, "
+             "ca-certificates) into a temporary folder and docker import it: the base image of "
+             "the vendor images, made without a registry (as root; needs debootstrap and a "
+             "Docker engine)")
+    base = image_sub.add_parser("base", help=about, description=about)
+    base.add_argument("--name", help="image to create (default flagperf-base:SUITE; "
+                                     "flagperf-base:bookworm is flagperf_base_image's default)")
+    base.add_argument("--suite", default="bookworm", help="Debian suite (default bookworm)")
+    base.add_argument("--mirror", metavar="URL",
+                      help="Debian mirror, http(s):// or file:/// (default: debootstrap's, "
+                           "http://deb.debian.org/debian)")
     return parser
 
 
@@ -185,9 +199,38 @@ def cmd_data(args: argparse.Namespace) -> int:
     return EXIT_FAILED if problems else EXIT_OK
 
 
+def cmd_image(args: argparse.Namespace) -> int:
+    from flagperf_ansible import base_image
+    from flagperf_ansible.settings import IMAGE_PATTERN
+
+    if not base_image.SUITE_PATTERN.fullmatch(args.suite):
+        raise ConfigError(f"{args.suite!r} is not a Debian suite (bookworm, trixie, ...)",
+                          "command line", "--suite")
+    name = args.name or base_image.default_name(args.suite)
+    if not IMAGE_PATTERN.fullmatch(name):
+        raise ConfigError(f"{name!r} is not an image reference (lower-case name[:tag])",
+                          "command line", "--name")
+    if args.mirror is not None and not base_image.MIRROR_PATTERN.fullmatch(args.mirror):
+        raise ConfigError(f"{args.mirror!r} is not a mirror URL (http://, https:// or file:///)",
+                          "command line", "--mirror")
+    missing = base_image.problems()
+    if missing:
+        print("flagperf-ansible: image base: cannot make it here: " + "; ".join(missing),
+              file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        made = base_image.make(name, args.suite, args.mirror,
+                               say=lambda line: print(line, flush=True))
+    except base_image.BaseImageError as err:
+        print(f"flagperf-ansible: image base: {err}".replace("\n", " "), file=sys.stderr)
+        return EXIT_FAILED
+    print(base_image.describe(made))
+    return EXIT_OK
+
+
 COMMANDS = {"run": cmd_run, "validate": cmd_validate, "summarize": cmd_summarize,
             "compare": cmd_compare,
-            "cases": cmd_cases, "data": cmd_data}
+            "cases": cmd_cases, "data": cmd_data, "image": cmd_image}
 
 
 def main(argv: list[str] | None = None) -> int:

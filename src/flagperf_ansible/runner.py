@@ -10,10 +10,15 @@ on its hosts (containers, processes, monitors), fetches what it wrote, records i
 ``interrupted`` and writes the summary of what ran. ``retries`` re-runs a round that did not
 pass, keeping the failed attempt under ``<round>/attempts/<n>/``; ``resume`` continues a run
 folder, running only the rounds that have not passed.
+
+A step that fails prints, per host, why: each failed item's own message for a looped task, the
+output's last lines where the message says nothing more than that a command failed; the whole
+Ansible output of that step is kept in ``<run_dir>/ansible/<step>.log``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -30,6 +35,61 @@ from flagperf_ansible.layout import PLAN_FILE, keep_attempt, read_json, round_st
 from flagperf_ansible.plan import build_plan
 from flagperf_ansible.provenance import COMMAND_ENV
 from flagperf_ansible.summary import write_summary
+
+#: Where a failed step's whole Ansible output is kept, under the run folder.
+ANSIBLE_LOG_DIR = "ansible"
+#: Messages that only say that something failed: the output says why.
+_GENERIC_MSGS = {"", "non-zero return code", "one or more items failed", "failed"}
+#: Output lines shown when the message says nothing more.
+_TAIL_LINES = 3
+#: Failure lines printed per step; the step's log has the rest.
+_SHOWN_FAILURES = 10
+
+
+def failure_lines(data: dict[str, Any]) -> list[str]:
+    """What went wrong, from the ``event_data`` of an ansible-runner ``runner_on_failed`` or
+    ``runner_on_unreachable`` event: one line per failed item of a looped task (its
+    ``res.results``), ``<host>: item <label>: <why>``; else one, ``<host>: <why>``.
+
+    ``<why>`` is the result's ``msg``; where that is empty or only says that something failed
+    ("non-zero return code", "MODULE FAILURE"), it is followed by the return code and the last
+    lines of ``stderr`` (else ``stdout``, ``module_stderr``, ``module_stdout``). A line may
+    span several lines (a multi-line message or output tail).
+    """
+    host = data.get("host") or "?"
+    res = data.get("res") or {}
+    items = res.get("results") if isinstance(res, dict) else None
+    if isinstance(items, list):
+        failed = [r for r in items if isinstance(r, dict) and r.get("failed")]
+        if failed:
+            return [f"{host}: item {_item_label(r)}: {_why(r)}" for r in failed]
+    return [f"{host}: {_why(res if isinstance(res, dict) else {'msg': str(res)})}"]
+
+
+def _item_label(result: dict[str, Any]) -> str:
+    """An item as Ansible labels it (``loop_control.label``, else the item itself), short."""
+    label = result.get("_ansible_item_label", result.get("item", "?"))
+    text = label if isinstance(label, str) else json.dumps(label, default=str,
+                                                           separators=(",", ":"))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _why(result: dict[str, Any]) -> str:
+    """A failed result's own words (see ``failure_lines``)."""
+    msg = str(result.get("msg") or "").strip()
+    # "MODULE FAILURE\nSee stdout/stderr for the exact error": the module's output says.
+    module_failure = msg.upper().startswith("MODULE FAILURE")
+    if msg.lower() not in _GENERIC_MSGS and not module_failure:
+        return msg
+    head = msg.splitlines()[0] if msg else "failed"
+    if isinstance(result.get("rc"), int):
+        head += f" (rc {result['rc']})"
+    for key in ("stderr", "stdout", "module_stderr", "module_stdout"):
+        lines = [line.rstrip() for line in str(result.get(key) or "").splitlines()
+                 if line.strip()]
+        if lines:
+            return head + ": " + "\n    ".join(lines[-_TAIL_LINES:])
+    return head
 
 
 @dataclass
@@ -119,9 +179,15 @@ def _check_local_data(plan: dict[str, Any], inv: Any, project: Path, root: str,
 
 @dataclass
 class StepResult:
+    """How one ansible-runner step ended: ``failures`` (lines, see ``failure_lines``), the
+    names of the ``tasks`` that failed and, when it did not succeed, ``log``: its whole Ansible
+    output (None if it could not be written)."""
+
     status: str
     rc: int
     failures: list[str] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)
+    log: Path | None = None
 
 
 class Wrapper:
@@ -148,8 +214,9 @@ class Wrapper:
             self._progress.update(self._task, description=f"{self._label}: {data.get('task', '')}")
         elif event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             if not data.get("ignore_errors"):
-                res = data.get("res") or {}
-                self._failures.append(f"{data.get('host', '?')}: {res.get('msg', '').strip()}")
+                self._failures.extend(failure_lines(data))
+                if data.get("task") and data["task"] not in self._failed_tasks:
+                    self._failed_tasks.append(data["task"])
         elif event.get("event") == "verbose" and "flagperf:" in (event.get("stdout") or ""):
             self.console.print((event.get("stdout") or "").strip())
         return True
@@ -162,11 +229,14 @@ class Wrapper:
         import ansible_runner
 
         self._failures: list[str] = []
+        self._failed_tasks: list[str] = []
         project = self.prepared.project
         env = {
             "ANSIBLE_CONFIG": str(project / "ansible.cfg"),
             "ANSIBLE_CALLBACK_PLUGINS": str(project / "plugins" / "callback"),
             "ANSIBLE_FORCE_COLOR": "0",
+            # ansible-runner gives Ansible a terminal: no colour codes in the kept output.
+            "ANSIBLE_NOCOLOR": "1",
             # run.json records the user's command, not ansible-runner's ansible-playbook line.
             COMMAND_ENV: "flagperf-ansible " + shlex.join(sys.argv[1:]),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -189,12 +259,29 @@ class Wrapper:
             os.environ["PATH"] = env["PATH"]
             thread, runner = ansible_runner.run_async(**kwargs)
             thread.join()
-            failures = self._failures
-            if runner.status != "successful" and not failures:
-                # No task failed: Ansible itself stopped (syntax, inventory); show its last words.
-                tail = [line for line in runner.stdout.read().splitlines() if line.strip()]
-                failures = tail[-5:]
-            return StepResult(status=runner.status, rc=runner.rc or 0, failures=failures)
+            failures, log = self._failures, None
+            if runner.status != "successful":
+                # The artifacts go with the temporary folder: keep the output in the run's.
+                output = runner.stdout.read()
+                log = self._keep_log(ident, output)
+                if not failures:
+                    # No task failed: Ansible itself stopped (syntax, inventory); its last words.
+                    failures = [line for line in output.splitlines() if line.strip()][-5:]
+            return StepResult(status=runner.status, rc=runner.rc or 0, failures=failures,
+                              tasks=self._failed_tasks, log=log)
+
+    def _keep_log(self, ident: str, output: str) -> Path | None:
+        """``output`` into ``<run_dir>/ansible/<ident>.log`` (the run folder is made if
+        preflight stopped before it); its path, or None when it cannot be written."""
+        path = self.prepared.run_dir / ANSIBLE_LOG_DIR / f"{ident}.log"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(output, encoding="utf-8")
+        except OSError as err:
+            self.console.print(f"[yellow]could not keep Ansible's output in {path}: {err}"
+                               "[/yellow]")
+            return None
+        return path
 
     # the run ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -232,7 +319,9 @@ class Wrapper:
                     progress.advance(self._task)
                 self._label = "report"
                 if not self.interrupted:
-                    self._run_step("report", "playbooks/report.yml", prepared.extravars)
+                    step = self._run_step("report", "playbooks/report.yml", prepared.extravars)
+                    if step.status != "successful":
+                        self._report_failure("report", step)
                 progress.update(self._task, description="done")
         finally:
             for sig, handler in previous.items():
@@ -290,9 +379,21 @@ class Wrapper:
                            "(again to give up on cleaning up)...[/yellow]")
 
     def _report_failure(self, label: str, step: StepResult) -> None:
-        self.console.print(f"[red]{label}: {step.status}[/red]")
-        for line in step.failures[-5:]:
-            self.console.print(f"  {line}")
+        from rich.markup import escape
+
+        where = f" in {', '.join(step.tasks)}" if step.tasks else ""
+        self.console.print(f"[red]{escape(label)}: {step.status}[/red]{escape(where)}",
+                           highlight=False)
+        shown = step.failures[:_SHOWN_FAILURES]
+        for line in shown:
+            # markup=False: a message may hold brackets ("[Errno 20]") rich would eat.
+            self.console.print(f"  {line}", markup=False, highlight=False)
+        if len(step.failures) > len(shown):
+            self.console.print(f"  (and {len(step.failures) - len(shown)} more)",
+                               highlight=False)
+        if step.log is not None:
+            self.console.print(f"  Ansible's output of this step: {step.log}", markup=False,
+                               highlight=False)
 
 
-__all__ = ["ConfigError", "Prepared", "Wrapper", "prepare", "new_run_id"]
+__all__ = ["ConfigError", "Prepared", "Wrapper", "failure_lines", "prepare", "new_run_id"]

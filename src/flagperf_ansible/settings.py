@@ -18,10 +18,32 @@ RUN_ID_PATTERN = re.compile(r"run[0-9]{14}")
 #: One OpenSSH public key line: type, base64 key, optional comment.
 PUBLIC_KEY_PATTERN = re.compile(r"(ssh|ecdsa|sk)-[A-Za-z0-9@.-]+ [A-Za-z0-9+/]+={0,3}( [^\r\n]*)?")
 SIZE_PATTERN = re.compile(r"[0-9]+[bkmgBKMG]?")
+#: A package index pip reads in image builds: http(s), a host, an optional port and path.
+INDEX_URL_PATTERN = re.compile(r"(https?)://([^/@\s\\\"'`$;|&<>]+@)?[A-Za-z0-9.-]+(:[0-9]{1,5})?"
+                               r"(/[A-Za-z0-9._~%/+=:-]*)?")
 
 def templated(value: str) -> bool:
     """A Jinja expression Ansible renders later (the wrapper sees inventory files raw)."""
     return "{{" in value
+
+
+def check_index_urls(value: str) -> str:
+    """Validate pip index URLs (one, or several separated by spaces as pip's
+    ``PIP_EXTRA_INDEX_URL`` takes them) for the image builds' ``PIP_INDEX_URL`` and
+    ``PIP_EXTRA_INDEX_URL`` build arguments.
+
+    Raises:
+        ValueError: not an http(s) URL with a host, characters beyond a plain URL's, or
+        credentials in it (build arguments are kept in the image's ``docker history``).
+    """
+    for url in value.split():
+        match = INDEX_URL_PATTERN.fullmatch(url)
+        if not match:
+            raise ValueError(f"{url!r} is not an http:// or https:// package index URL")
+        if match.group(2):
+            raise ValueError(f"{url!r} holds credentials, which the image's docker history "
+                             f"would keep: use an index that the build hosts may read without")
+    return value
 
 
 def check_env(value: Any) -> dict[str, str | int | float]:
@@ -59,18 +81,29 @@ class Settings(BaseModel):
     flagperf_clear_caches: bool
     flagperf_master_port: Port
     flagperf_cases: list[Any] = Field(min_length=1)
+    #: Where deploy puts benchmarks/ and vendors/ on the hosts (absolute). The default,
+    #: /opt/flagperf, suits a root ssh user; a non-root one sets a folder under its home
+    #: (inventories/lab: /home/bench/flagperf). Preflight stops the run, one line per host, where
+    #: the ssh user cannot make or write it (src/flagperf_ansible/host_folders_check.py).
     flagperf_root: str
+    #: Host folder for round outputs, monitor pid files and image build contexts (absolute;
+    #: default /var/tmp/flagperf). Checked by preflight like flagperf_root.
     flagperf_workdir: str
     flagperf_python: str
     flagperf_monitor_interval: Seconds
     flagperf_wait_slice: Annotated[float, BeforeValidator(not_bool), Field(ge=0.01, le=3600)] = 10
     flagperf_env: dict[str, Any] = {}
     flagperf_known_hosts_file: str
+    #: Trust only host keys pinned in flagperf_known_hosts_file (an unknown host fails).
+    flagperf_ssh_strict_host_keys: bool = False
     flagperf_ssh_public_key: str
     flagperf_ssh_mesh: bool
     flagperf_base_image: str
     flagperf_image_wheels: list[str]
     flagperf_pip_ca_bundle: str
+    # The package index of the image builds' pip ("": PyPI); not part of the image tag.
+    flagperf_pip_index_url: str = ""
+    flagperf_pip_extra_index_url: str = ""
     flagperf_mask_hosts: bool = False
     flagperf_keep_workdir: bool = False
     flagperf_run_id: str = ""
@@ -102,6 +135,20 @@ class Settings(BaseModel):
     @classmethod
     def _ca_bundle(cls, value: str) -> str:
         return value if not value or templated(value) else check_path(value)
+
+    @field_validator("flagperf_pip_index_url")
+    @classmethod
+    def _index_url(cls, value: str) -> str:
+        if templated(value):
+            return value
+        if len(value.split()) > 1:
+            raise ValueError("one URL only (more indexes go in flagperf_pip_extra_index_url)")
+        return check_index_urls(value)
+
+    @field_validator("flagperf_pip_extra_index_url")
+    @classmethod
+    def _extra_index_urls(cls, value: str) -> str:
+        return value if templated(value) else check_index_urls(value)
 
     @field_validator("flagperf_ssh_public_key")
     @classmethod

@@ -5,12 +5,21 @@ which Ansible's Docker modules need on the host too).
 
     container_end.py --name NAME --output-dir DIR
 
-When the module run that started the container saw it exit (``DIR/job_result.json`` holds its
-result, with the container's output; ``docker_container``'s cleanup removed it), that output
-goes to ``DIR/container.log`` (empty when it printed nothing). Otherwise (the node was stopped: another node failed, the case
-timed out, the run was interrupted) the container, if it exists, has its log written to
-``DIR/container.log`` and is removed, killed first if it still runs. Prints one JSON line
-(``changed``, ``msg``) and exits 0; 1 when the engine could not be reached or refused.
+``DIR/container.log`` gets the container's own output (its stdout and stderr: the launcher's
+lines, torchrun's; empty when it printed nothing):
+
+* when the module run that started the container saw it exit (``DIR/job_result.json`` holds
+  its result, with that output; ``docker_container``'s cleanup removed the container), from
+  that result;
+* else (the node was stopped: another node failed, the case timed out, the run was
+  interrupted) from the engine, and the container is removed, killed first if it still runs;
+* when the engine no longer has it because the module run has just removed it (the container
+  ended as the node was being stopped), from the module's result once the supervisor recorded
+  the run's end (``DIR/launch.json``), waiting up to ``RESULT_WAIT`` seconds for it.
+
+No container.log when no container ran (the image or an option was refused: the module's
+result says so, and the round's record has it). Prints one JSON line (``changed``, ``msg``)
+and exits 0; 1 when the engine could not be reached or refused.
 """
 
 from __future__ import annotations
@@ -18,10 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 RESULT = "job_result.json"     # node_job.py's: the supervised module run's result
+STATUS = "launch.json"         # node_job.py's: written once that module run has ended
 LOG = "container.log"
+RESULT_WAIT = 5                # seconds for a module run that just removed its container to end
 
 
 def ended_output(out: Path) -> str | None:
@@ -34,6 +46,15 @@ def ended_output(out: Path) -> str | None:
     if isinstance(container, dict) and isinstance(container.get("Output"), str):
         return container["Output"]
     return None
+
+
+def output_after_removal(out: Path) -> str | None:
+    """The container's output from the module's result, once its run has ended (the
+    supervisor's ``STATUS``), waiting up to ``RESULT_WAIT`` seconds; None if it kept none."""
+    deadline = time.monotonic() + RESULT_WAIT
+    while not (out / STATUS).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return ended_output(out)
 
 
 def main() -> int:
@@ -53,7 +74,13 @@ def main() -> int:
     try:
         container = docker.from_env().containers.get(args.name)
     except NotFound:
-        print(json.dumps({"changed": False, "msg": "no such container"}))
+        # Ended and removed by its module run since ended_output looked: its result says.
+        output = output_after_removal(out)
+        if output is not None:
+            (out / LOG).write_text(output, encoding="utf-8")
+            print(json.dumps({"changed": False, "msg": "ended by itself: its output kept"}))
+        else:
+            print(json.dumps({"changed": False, "msg": "no such container"}))
         return 0
     except DockerException as err:
         print(json.dumps({"failed": True, "msg": f"Docker engine: {err}"}))
