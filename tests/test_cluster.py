@@ -75,6 +75,11 @@ def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path
         assert done.returncode == 0, done.stdout[-4000:]
         return done.stdout
 
+    # The preflight pins the hosts' keys (ssh_trust) that prepare's connections check.
+    done = subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-i",
+                           str(cluster.inventory)], cwd=project, capture_output=True, text=True,
+                          env=venv_env, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:]
     prepare()                                    # builds it if no earlier test did
     before = images()
     output = prepare()
