@@ -1,7 +1,11 @@
-"""A copy of the checkout's runnable parts, for tests that change a case or vendor file."""
+"""A copy of the checkout's runnable parts, for tests that change a case or vendor file, and
+a one-host inventory for runs on this machine."""
 
 import shutil
+import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("benchmarks", "vendors", "roles", "playbooks", "plugins", "collections", "schemas",
@@ -19,3 +23,14 @@ def copy_checkout(target: Path) -> Path:
         else:
             shutil.copy(source, target / part)
     return target
+
+
+def write_local_inventory(folder: Path, settings: dict) -> Path:
+    """``folder/hosts.yml`` with this machine as the one flagperf host (``ansible_connection:
+    local``, this Python) and ``settings`` as ``folder/group_vars/all.yml``; returns ``folder``."""
+    (folder / "group_vars").mkdir(parents=True)
+    (folder / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"flagperf_hosts": {
+        "hosts": {"localhost": {"ansible_connection": "local",
+                                "ansible_python_interpreter": sys.executable}}}}}}))
+    (folder / "group_vars/all.yml").write_text(yaml.safe_dump(settings))
+    return folder

@@ -147,6 +147,19 @@ class Cluster:
             session.kill()
 
 
+def start_for_test(state: Path, count: int = 2) -> Cluster:
+    """``start`` for a test fixture: the test is skipped where the cluster cannot run, and
+    fails under CI (``$CI``), which must provide it."""
+    import pytest
+
+    missing = problems()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide the test cluster: " + "; ".join(missing))
+        pytest.skip("no test cluster here: " + "; ".join(missing))
+    return start(state, count)
+
+
 def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
     """Start ``count`` sshd hosts and write an inventory for them under ``state``."""
     state.mkdir(parents=True, exist_ok=True)

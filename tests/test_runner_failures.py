@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
+from checkout_copy import write_local_inventory
 from flagperf_ansible.runner import failure_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,17 +122,12 @@ def test_the_wrapper_shows_each_failed_item_and_keeps_the_steps_output(tmp_path)
     for stale in [*(ROOT / "benchmarks").iterdir(), *(p for p in (ROOT / "vendors/cpu").iterdir()
                                                       if p.is_dir())]:
         (root / stale.relative_to(ROOT)).write_text("stale\n")
-    inventory = tmp_path / "inv"
-    (inventory / "group_vars").mkdir(parents=True)
-    (inventory / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"flagperf_hosts": {
-        "hosts": {"localhost": {"ansible_connection": "local",
-                                "ansible_python_interpreter": sys.executable}}}}}}))
-    (inventory / "group_vars/all.yml").write_text(yaml.safe_dump({
+    write_local_inventory(tmp_path / "inv", {
         "flagperf_vendor": "cpu", "flagperf_container_runtime": "none",
         "flagperf_root": str(root), "flagperf_workdir": str(tmp_path / "work"),
         "flagperf_python": sys.executable, "flagperf_clear_caches": False,
         "flagperf_cases": [{"model": "sleep", "framework": "pytorch", "hardware": "cpu",
-                            "nnodes": 1, "nproc_per_node": 1, "repeat": 1}]}))
+                            "nnodes": 1, "nproc_per_node": 1, "repeat": 1}]})
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), COLUMNS="400")
     env.pop("FLAGPERF_PROJECT_DIR", None)

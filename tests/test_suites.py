@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from checkout_copy import copy_checkout
+from checkout_copy import copy_checkout, write_local_inventory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,17 +113,12 @@ def suites_run(tmp_path_factory):
         write_case(project, suite, "mini", entry["figures"])
     write_case(project, "inference", "mini_low", {**SUITE_CASES["inference"]["figures"],
                                                    "final_top1": 70.2})
-    inventory = project / "inventories/suites"
-    (inventory / "group_vars").mkdir(parents=True)
-    (inventory / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"flagperf_hosts": {
-        "hosts": {"localhost": {"ansible_connection": "local",
-                                "ansible_python_interpreter": sys.executable}}}}}}))
-    (inventory / "group_vars/all.yml").write_text(yaml.safe_dump({
+    inventory = write_local_inventory(project / "inventories/suites", {
         "flagperf_vendor": "cpu", "flagperf_container_runtime": "none",
         "flagperf_root": str(project), "flagperf_python": sys.executable,
         "flagperf_workdir": str(base / "work"), "flagperf_results_dir": str(base / "results"),
         "flagperf_cases": [spec("mini", "training"), spec("mini", "inference"),
-                           spec("mini", "base"), spec("mini_low", "inference")]}))
+                           spec("mini", "base"), spec("mini_low", "inference")]})
     env = {**os.environ, "FLAGPERF_PROJECT_DIR": str(project),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     validate = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",

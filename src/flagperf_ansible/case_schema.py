@@ -65,6 +65,13 @@ def _key(value: str) -> str:
     return value
 
 
+def _keys_of(value: dict[str, Any]) -> dict[str, Any]:
+    """A mapping whose keys must be figure or config key names."""
+    for key in value:
+        _key(key)
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -230,12 +237,7 @@ class Reference(_Strict):
 
     _names = field_validator("vendor", "hardware")(check_name)
 
-    @field_validator("figures")
-    @classmethod
-    def _figure_keys(cls, value: dict[str, float]) -> dict[str, float]:
-        for key in value:
-            _key(key)
-        return value
+    _figure_keys = field_validator("figures")(_keys_of)
 
     @property
     def shown_label(self) -> str:
@@ -274,12 +276,7 @@ class CaseFile(_Strict):
         return value
     _entry = field_validator("entry")(check_path)
 
-    @field_validator("metrics")
-    @classmethod
-    def _metric_keys(cls, value: dict[str, Metric]) -> dict[str, Metric]:
-        for key in value:
-            _key(key)
-        return value
+    _metric_keys = field_validator("metrics")(_keys_of)
 
     @field_validator("references")
     @classmethod

@@ -137,9 +137,7 @@ def case_reference(vendor: str | None, spec: Mapping[str, Any] | None,
     mismatch = ""
     if precision is not None and str(precision) != reference["precision"]:
         mismatch = f"precision {precision}, the reference ran {reference['precision']}"
-    label = reference.get("label") or (f"FlagPerf's {reference['hardware']} "
-                                       f"{reference['nnodes']}x{reference['nproc_per_node']}")
-    return {"label": label, "source": reference["source"],
+    return {"label": reference["label"], "source": reference["source"],
             "precision": reference["precision"], "note": reference.get("note") or "",
             "mismatch": mismatch, "figures": figures, "ratios": ratios}
 

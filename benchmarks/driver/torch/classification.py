@@ -321,11 +321,6 @@ def classification_case(config: Mapping[str, Any], data_dir: Path,
     )
 
 
-def count_parameters(model: torch.nn.Module) -> int:
-    """The number of parameters (weights and biases; buffers such as BN statistics excluded)."""
-    return sum(p.numel() for p in model.parameters())
-
-
 def run_case(description: str, model: str,
              build_model: Callable[[Mapping[str, Any], int, Path], torch.nn.Module]) -> int:
     """A vision case's entry point: the trainer from the command line (``--config``,
