@@ -97,14 +97,16 @@ def write_planned_run(run_dir: Path, repeat: int, contract: dict | None = None,
 
 
 def finalize(run_dir: Path, number: int, rc: int = 0, mfu_basis: dict | None = None,
-             case: str = CASE, config: dict | None = None) -> dict:
+             case: str = CASE, config: dict | None = None,
+             datasheet_basis: dict | None = None) -> dict:
     """finalize_round of round ``number`` as the collect role hands it over (one host, h1),
     with ``config`` as the round's hyper-parameters."""
     return finalize_round({"run_dir": str(run_dir), "key": f"{case}/round{number}",
                            "case_id": case, "round": number, "metric": "acc1",
                            "hosts": [{"host": "h1", "noderank": 0, "rc": rc, "timed_out": False}],
                            "config": config or {"image_size": 224}, "overrides": {},
-                           "started_ms": 1000, "ended_ms": 2000, "mfu_basis": mfu_basis})
+                           "started_ms": 1000, "ended_ms": 2000, "mfu_basis": mfu_basis,
+                           "datasheet_basis": datasheet_basis})
 
 
 def make_run(run_dir: Path, seconds: list[float], converged: list[bool] | None = None,
@@ -128,14 +130,14 @@ def make_run(run_dir: Path, seconds: list[float], converged: list[bool] | None =
 
 
 def make_suite_run(run_dir: Path, contract: dict, finished: list[dict | None],
-                   profile: dict | None = None) -> Path:
+                   profile: dict | None = None, datasheet_basis: dict | None = None) -> Path:
     """A run of one case of ``contract``'s suite, a round per FINISHED value of ``finished``
-    (None: the round wrote none)."""
+    (None: the round wrote none), each compared with ``datasheet_basis`` (the plan's)."""
     write_planned_run(run_dir, len(finished), contract, profile)
     for number, value in enumerate(finished, start=1):
         emit_finished(run_dir / f"{CASE}/round{number}/h1_noderank0", value,
                       tuple(contract["window"]))
-        finalize(run_dir, number)
+        finalize(run_dir, number, datasheet_basis=datasheet_basis)
     return run_dir
 
 

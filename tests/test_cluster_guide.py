@@ -1,5 +1,6 @@
 """The README's "Set up a real cluster, step by step", followed as written on two loopback sshd
-hosts, ending in a passed 2-host resnet50 round through the wrapper.
+hosts, ending in a passed 2-host all-reduce round and a passed 2-host resnet50 round through the
+wrapper.
 
 tests/loopback_cluster.py stands in for the two fresh Debian hosts (sshd on 127.0.0.2 and .3,
 the ssh user in the docker group). The guide's blocks run in order in one bash script: the
@@ -12,6 +13,7 @@ of the guide that breaks this test cannot slip by).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -113,3 +115,14 @@ def test_the_cluster_guide_as_written(cluster, project, tmp_path, venv_env):
         key = (cluster.state / f"{name}_host_ed25519.pub").read_text().split()[1]
         assert any(line.split()[2] == key for line in pinned)
     check_two_host_round(results)
+    # The hosts' link: an all-reduce over both (world size 2, so busbw = algbw x 2(2-1)/2),
+    # set against the datasheet's entry across nodes (which the cpu vendor does not state).
+    (run_dir,) = [p for p in results.iterdir() if p.name.startswith("run")]
+    ring = json.loads((run_dir / "interconnect-all_reduce-pytorch-base-cpux2x1/round1/round.json")
+                      .read_text())
+    assert ring["status"] == "passed", ring["reason"]
+    assert ring["finished"]["world_size"] == 2 and set(ring["ranks"]) == {"0", "1"}
+    assert ring["finished"]["busbw"] > 0
+    for row in ring["finished"]["sweep"]:
+        assert row["busbw"] == pytest.approx(row["algbw"])
+    assert ring["datasheet"]["busbw"]["entry"] == "network_bandwidth"

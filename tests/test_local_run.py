@@ -1,7 +1,8 @@
-"""The main job for real, as the quickstart runs it: the vision catalog (resnet50, mobilenetv2,
-efficientnet, vit, swin_transformer, bigtransfer), one round each on its cpu profile on the
-digits data, local inventory, through the wrapper: one run, one prepare, every case of the
-catalog converging for real. (Two hosts train for real in tests/test_cluster_guide.py.)"""
+"""The main job for real, as the quickstart runs it: the base micro-benchmarks on the cpu vendor,
+then the vision catalog (resnet50, mobilenetv2, efficientnet, vit, swin_transformer,
+bigtransfer), one round each on its cpu profile on the digits data, local inventory, through the
+wrapper: one run, one prepare, every base figure reported, every case of the catalog converging
+for real. (Two hosts train for real in tests/test_cluster_guide.py.)"""
 
 import json
 import subprocess
@@ -54,9 +55,33 @@ def check_round(run_dir: Path, case_id: str, number: int) -> dict:
 
 
 CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer"]
+#: The base micro-benchmarks of the local inventory and their processes per node.
+BASE = {"computation": 1, "main_memory-bandwidth": 1, "main_memory-capacity": 1,
+        "interconnect-h2d": 1, "interconnect-d2h": 1, "interconnect-P2P_intraserver": 2,
+        "interconnect-all_reduce": 2}
+SWEEPS = ("interconnect-h2d", "interconnect-d2h", "interconnect-P2P_intraserver",
+          "interconnect-all_reduce")
 
 
-def test_wrapper_runs_the_vision_catalog_on_its_cpu_profiles(project, local_data, tmp_path,
+def check_base_case(run_dir: Path, case: dict) -> None:
+    """A base case's round on the cpu vendor: every declared figure measured or explained, no
+    ratio to a datasheet the cpu vendor does not state, the sweep where the case has one."""
+    assert [r["status"] for r in case["rounds"]] == ["passed"], case["rounds"][0]["reason"]
+    finished = case["rounds"][0]["finished"]
+    explained = finished.get("not_measured") or {}
+    for key in case["contract"]["metrics"]:
+        assert (finished.get(key) or 0) > 0 or explained.get(key), key
+    for key, item in case["datasheet"].items():
+        assert item["ratio"] is None and item["spec"] is None, key
+        assert item["reason"].startswith(("vendors/cpu/vendor.yml states no", "not measured")), item
+    model = case["spec"]["model"]
+    assert (case["sweep"] is not None) == (model in SWEEPS)
+    print(f"  {case['case_id']}: " + ", ".join(
+        f"{k} {finished[k]:.4g} {m['unit']}" for k, m in case["contract"]["metrics"].items()
+        if isinstance(finished.get(k), (int, float))))
+
+
+def test_wrapper_runs_the_base_suite_and_the_vision_catalog_on_cpu(project, local_data, tmp_path,
                                                               venv_env):
     done = subprocess.run(
         [sys.executable, "-m", "flagperf_ansible", "run", "-i", "inventories/local",
@@ -66,9 +91,17 @@ def test_wrapper_runs_the_vision_catalog_on_its_cpu_profiles(project, local_data
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "passed"
-    assert [c["case_id"] for c in summary["cases"]] == [f"{m}-pytorch-cpux1x1" for m in CATALOG]
-    print("\ncpu profiles, one round each (training time to target, p_whole):")
-    for case in summary["cases"]:
+    base_ids = [f"{m}-pytorch-base-cpux1x{n}" for m, n in BASE.items()]
+    assert [c["case_id"] for c in summary["cases"]] == base_ids + [
+        f"{m}-pytorch-cpux1x1" for m in CATALOG]
+    print("\nbase micro-benchmarks on the cpu vendor, one round each:")
+    for case in summary["cases"][:len(BASE)]:
+        check_base_case(run_dir, case)
+    text = (run_dir / "summary.md").read_text()
+    assert "Message-size sweep" in text and "How each figure is derived:" in text
+    assert (run_dir / "summary.html").read_text().count('alt="bandwidth vs message size"') == 4
+    print("cpu profiles, one round each (training time to target, p_whole):")
+    for case in summary["cases"][len(BASE):]:
         assert [r["status"] for r in case["rounds"]] == ["passed"]
         document = check_round(run_dir, case["case_id"], 1)
         assert document["profile"]["name"] == "cpu" and document["profile"]["reduced"]

@@ -81,7 +81,7 @@ def test_bad_flops_declaration_names_file_and_key(scratch_project, text, where):
 def test_bad_peak_names_vendor_file_and_key(scratch_project):
     path = scratch_project / "vendors/nvidia/vendor.yml"
     path.write_text(path.read_text().replace("fp32: 1.95e+13", "fp32: fast"))
-    with pytest.raises(ConfigError, match="vendors/nvidia/vendor.yml: peak_flops.A100.fp32"):
+    with pytest.raises(ConfigError, match="vendors/nvidia/vendor.yml: datasheet.A100.peak_flops.fp32"):
         plan_for(scratch_project, {"flagperf_vendor": "nvidia", "flagperf_cases": [A100_CASE]})
 
 

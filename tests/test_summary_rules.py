@@ -111,7 +111,8 @@ def test_a_base_round_missing_a_declared_metric_fails(tmp_path):
                                     None])
     case = write_summary(tmp_path)["cases"][0]
     assert [(r["status"], r["reason"]) for r in case["rounds"]] == [
-        ("passed", ""), ("failed", "FINISHED lacks bandwidth"),
+        ("passed", ""),
+        ("failed", "FINISHED lacks bandwidth (neither a number nor not_measured with a reason)"),
         ("failed", "rank 0 wrote no FINISHED event")]
     assert case["suite"] == "base" and case["status"] == "failed"
     header, _ = case_table(case)

@@ -30,11 +30,22 @@ def plan_for(project, settings, hosts=("localhost",)):
 CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer"]
 
 
-def test_local_inventory_plans_a_round_of_each_vision_case(project):
+#: The local inventory's base cases and their processes per node.
+BASE = {"computation": 1, "main_memory-bandwidth": 1, "main_memory-capacity": 1,
+        "interconnect-h2d": 1, "interconnect-d2h": 1, "interconnect-P2P_intraserver": 2,
+        "interconnect-all_reduce": 2}
+
+
+def test_local_inventory_plans_a_round_of_each_base_and_vision_case(project):
     plan = prepare(project, str(project / "inventories/local")).plan
-    assert [r["key"] for r in plan["rounds"]] == [f"{m}-pytorch-cpux1x1/round1" for m in CATALOG]
+    assert [r["key"] for r in plan["rounds"]] == [
+        f"{m}-pytorch-base-cpux1x{n}/round1" for m, n in BASE.items()] + [
+        f"{m}-pytorch-cpux1x1/round1" for m in CATALOG]
     assert all(r["profile"]["name"] == "cpu" for r in plan["rounds"])
-    first = plan["rounds"][0]
+    # Every compared base figure is planned without a ratio: the cpu vendor states no datasheet.
+    compared = plan["rounds"][0]["datasheet_basis"]
+    assert compared["tflops_fp32"]["reason"] == "vendors/cpu/vendor.yml states no peak_flops.fp32 for cpu"
+    first = plan["rounds"][len(BASE)]
     assert first["config"]["target_acc1"] == 90.0          # the cpu profile
     assert first["config"]["momentum"] == 0.9              # from the standard configuration
     assert first["overrides"] == {}
@@ -73,7 +84,8 @@ def test_validate_command_accepts_the_local_inventory(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert "6 round(s): resnet50-pytorch-cpux1x1, mobilenetv2-pytorch-cpux1x1" in done.stdout
+    assert ("13 round(s): computation-pytorch-base-cpux1x1, main_memory-bandwidth-pytorch-base-"
+            "cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
 
 
 def test_docker_runtime_plans_the_vendor_image(scratch_project):

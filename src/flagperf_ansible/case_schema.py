@@ -5,7 +5,9 @@ Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
 * ``suite`` (``flagperf_ansible.suites``), ``description``, ``launcher``
   (a name of ``flagperf_ansible.launchers.LAUNCHERS``), ``entry`` (a file of the case folder), ``timeout`` (s);
 * ``metrics``: the figures it reports in FINISHED, each by its FINISHED key with its direction
-  (``higher`` or ``lower`` is better), unit and meaning;
+  (``higher`` or ``lower`` is better), unit and meaning (for base cases, the formula), and for
+  base figures the vendor datasheet entry it is compared with (``datasheet``,
+  ``datasheet_across_nodes``; ``flagperf_ansible.datasheet``);
 * ``target``: for training, the convergence target (metric, comparison, the config key holding
   the value); for inference, the accuracy bound; base cases have none;
 * ``throughput``: the FINISHED figure of throughput, its unit (samples, tokens, images,
@@ -44,6 +46,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
     field_validator, model_validator
 
 from flagperf_ansible.casespec import check_name, check_path, not_bool
+from flagperf_ansible.datasheet import check_figure_unit
 from flagperf_ansible.settings import check_env
 from flagperf_ansible.suites import SUITES
 
@@ -82,6 +85,22 @@ class Metric(_Strict):
     direction: Literal["higher", "lower"]
     unit: str = ""
     description: str = ""
+    #: The vendor datasheet entry the figure is compared with (``flagperf_ansible.datasheet``:
+    #: ``peak_flops.<precision>``, ``memory_bandwidth``, ...); ``unit`` must then be one of
+    #: ``datasheet.UNITS`` of the entry's dimension.
+    datasheet: str | None = None
+    #: The entry it is compared with when the round spans several nodes (e.g. all-reduce:
+    #: ``network_bandwidth`` instead of ``interconnect_bandwidth``).
+    datasheet_across_nodes: str | None = None
+
+    @model_validator(mode="after")
+    def _datasheet(self) -> "Metric":
+        for entry in (self.datasheet, self.datasheet_across_nodes):
+            if entry:
+                check_figure_unit(entry, self.unit)
+        if self.datasheet_across_nodes and not self.datasheet:
+            raise ValueError("datasheet_across_nodes needs datasheet (the entry within a node)")
+        return self
 
 
 class Target(_Strict):

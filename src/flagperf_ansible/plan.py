@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from flagperf_ansible.cases import check_vendor_kit, effective_config, load_case
-from flagperf_ansible.casespec import CaseSpec, parse_case_spec
+from flagperf_ansible.datasheet import datasheet_basis
+from flagperf_ansible.casespec import parse_case_spec
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.launch import image_tag
 from flagperf_ansible.launchers import LAUNCHERS
@@ -62,7 +63,7 @@ def build_plan(
         round is ``{"key", "case_id", "round", "model", "framework", "hosts", "master_addr",
         "nodes", "suite", "nnodes", "nproc_per_node", "launcher", "python", "vendor_dir",
         "entry", "timeout", "data_dir", "data_format", "checkpoint", "config", "overrides", "profile",
-        "contract", "env", "metric", "diagnostic", "large_artifacts", "mfu_basis"}``
+        "contract", "env", "metric", "diagnostic", "large_artifacts", "mfu_basis", "datasheet_basis"}``
         (``nodes``: every node's address in noderank order; ``python``: the interpreter of the
         vendor's image for the framework; ``vendor_dir``: the vendor's folder, relative to the
         checkout, where its adapters live; ``profile``: the hardware profile's label or None on the
@@ -138,6 +139,9 @@ def build_plan(
                           case.spec.precision_peak, config, peaks, spec.hardware,
                           spec.nnodes * spec.nproc_per_node,
                           mfu.throughput if mfu else case.spec.throughput.figure)
+        compared = datasheet_basis(contract["metrics"],
+                                   vendor_def["datasheet"].get(spec.hardware) or {},
+                                   parsed.flagperf_vendor, spec.hardware, spec.nnodes)
         for number in range(1, spec.repeat + 1):
             rounds.append({
                 "key": round_key(spec.case_id, number),
@@ -169,6 +173,7 @@ def build_plan(
                 "env": dict(case.spec.env),
                 "large_artifacts": list(case.spec.large_artifacts),
                 "mfu_basis": basis,
+                "datasheet_basis": compared,
             })
     if parsed.flagperf_select and parsed.flagperf_select not in {r["key"] for r in rounds}:
         raise ConfigError(f"no round {parsed.flagperf_select!r} in this plan",

@@ -4,7 +4,9 @@
 Columns and units come from each case's ``figures`` in the summary (its own metrics, then its
 suite's figures, ``summary.case_figures``); a round run on a profile other than the standard
 configuration is labelled wherever its figures are shown (``summary.profile_label``), and a case
-set beside published figures shows its ratios to them in one line (``reference_line``).
+set beside published figures shows its ratios to them in one line (``reference_line``); a base
+case shows each figure against the vendor's datasheet (``datasheet_lines``), how it is derived
+(``formula_lines``) and its message-size sweep as a table and a plot.
 """
 
 from __future__ import annotations
@@ -138,6 +140,46 @@ def reference_line(case: dict[str, Any]) -> str:
     return line + "".join(f"; {text}" for text in tail) + "."
 
 
+def datasheet_lines(case: dict[str, Any]) -> list[str]:
+    """Each compared figure against the vendor's datasheet (summary ``datasheet``), one line
+    each: ``busbw 41.2 GB/s = 13.7 % of spec (interconnect_bandwidth 300 GB/s per direction:
+    600 GB/s (both directions), <source>)``, or ``tflops_tf32: no ratio: not measured: ...``."""
+    lines = []
+    for key, item in (case.get("datasheet") or {}).items():
+        unit = item.get("unit") or ""
+        if item.get("ratio") is None:
+            shown = f" {_fmt(item['mean'])} {unit}" if item.get("mean") is not None else ""
+            lines.append(f"{key}{shown}: no ratio to the datasheet: {item.get('reason')}")
+            continue
+        lines.append(f"{key} {_fmt(item['mean'])} {unit} = {100 * item['ratio']:.1f} % of spec "
+                     f"({item['entry']} {_fmt(item['spec'])} {unit} per device and direction; "
+                     f"stated: {item['quoted']}; {item['source']})")
+    return lines
+
+
+def formula_lines(case: dict[str, Any]) -> list[str]:
+    """How a base case derives each figure: its metrics' descriptions (``case.yml``), e.g.
+    ``busbw (GB/s): busbw = algbw x 2(n-1)/n, n the world size (nccl-tests)``."""
+    if case.get("suite") != "base":
+        return []
+    metrics = (case.get("contract") or {}).get("metrics") or {}
+    return [f"{key} ({m.get('unit') or '-'}): {m['description']}" for key, m in metrics.items()
+            if m.get("description")]
+
+
+def sweep_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """Header and rows of a base case's message-size sweep (summary ``sweep``): size in bytes,
+    time per iteration in microseconds, each bandwidth in GB/s, means over the passed rounds."""
+    sweep = case.get("sweep")
+    if not sweep:
+        return None
+    header = ["bytes", "time us", *(f"{c} GB/s" for c in sweep["columns"]), "rounds"]
+    rows = [[str(r["bytes"]), _fmt(r["time_s"] * 1e6 if r.get("time_s") is not None else None),
+             *(_fmt(r.get(c)) for c in sweep["columns"]), str(r["rounds"])]
+            for r in sweep["rows"]]
+    return header, rows
+
+
 def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
             + ["| " + " | ".join(row) + " |" for row in rows])
@@ -145,7 +187,7 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def _mfu_note(case: dict[str, Any]) -> str:
     basis = next((r.get("mfu") for r in case["rounds"] if r.get("mfu")), None)
-    if not basis:
+    if not basis or case.get("suite") == "base":      # base figures meet the datasheet instead
         return ""
     if basis.get("computed_by") == "case":
         return "MFU: emitted by the case in FINISHED."
@@ -214,6 +256,16 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         note = _mfu_note(case)
         if note:
             lines += ["", note]
+        sweep = sweep_table(case)
+        if sweep:
+            lines += ["", "Message-size sweep (means over the passed rounds):", ""]
+            lines += _markdown_table(*sweep)
+        against = datasheet_lines(case)
+        if against:
+            lines += ["", "Against the vendor's datasheet:", ""] + [f"- {line}" for line in against]
+        formulas = formula_lines(case)
+        if formulas:
+            lines += ["", "How each figure is derived:", ""] + [f"- {line}" for line in formulas]
         lines += ["", units_line(case), ""]
     return "\n".join(lines) + "\n"
 
@@ -235,6 +287,8 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
         compared = reference_line(case)
         if compared:
             console.print(compared, markup=False)
+        for line in datasheet_lines(case):
+            console.print(line, markup=False)
     console.print(f"run {summary['run_id']}: {summary['status']}")
 
 
@@ -288,6 +342,28 @@ def _throughput_plot(case: dict[str, Any]) -> str | None:
     ax.set_ylabel(" / ".join(sorted(set(rates.values()))))
     ax.set_title(f"{case['case_id']}: throughput per round")
     ax.legend()
+    return _png(fig)
+
+
+def _sweep_plot(case: dict[str, Any]) -> str:
+    """Bandwidth (GB/s) against message size (bytes, log scale), one line per column of the
+    case's sweep, with the datasheet's figure as a dashed line where the case compares one."""
+    import matplotlib.pyplot as plt
+
+    sweep = case["sweep"]
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    sizes = [r["bytes"] for r in sweep["rows"]]
+    for column in sweep["columns"]:
+        ax.plot(sizes, [r.get(column) for r in sweep["rows"]], marker="o", label=column)
+    for key, item in (case.get("datasheet") or {}).items():
+        if item.get("spec") and item.get("unit") == "GB/s" and key in sweep["columns"]:
+            ax.axhline(item["spec"], ls="--", lw=0.8, color="gray",
+                       label=f"{item['entry']} (per direction)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(f"{case['case_id']}: bandwidth vs message size")
+    ax.legend(fontsize=7)
     return _png(fig)
 
 
@@ -362,6 +438,20 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
         note = _mfu_note(case)
         if note:
             parts.append(f"<p>{html.escape(note)}</p>")
+        sweep = sweep_table(case)
+        if sweep:
+            parts.append("<h3>Message-size sweep (means over the passed rounds)</h3>")
+            parts.append(_html_table(*sweep))
+            image = _sweep_plot(case)
+            parts.append(f'<img alt="bandwidth vs message size" src="data:image/png;base64,{image}">')
+        against = datasheet_lines(case)
+        if against:
+            parts.append("<h3>Against the vendor's datasheet</h3><ul>"
+                         + "".join(f"<li>{html.escape(line)}</li>" for line in against) + "</ul>")
+        formulas = formula_lines(case)
+        if formulas:
+            parts.append("<h3>How each figure is derived</h3><ul>"
+                         + "".join(f"<li>{html.escape(line)}</li>" for line in formulas) + "</ul>")
         image = _throughput_plot(case)
         window = monitoring_window(case)
         if image:

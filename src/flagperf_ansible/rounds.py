@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from flagperf_ansible.layout import ATTEMPTS, ROUND_FILE, ROUND_RECORD, ROUND_START, \
     earlier_attempts, planned_round, read_optional, write_json
+from flagperf_ansible.datasheet import round_datasheet
 from flagperf_ansible.mfu import round_mfu
 from flagperf_ansible.monitoring import summarize_round
 from flagperf_ansible.perflog import find_rank_logs, parse_rank_log
@@ -167,6 +168,7 @@ def parse_round(record: dict[str, Any]) -> dict[str, Any]:
                                    finished, ended, window=window,
                                    throughput=contract_map.get("throughput")),
         "mfu": round_mfu(record.get("mfu_basis"), finished),
+        "datasheet": round_datasheet(record.get("datasheet_basis"), finished),
     }
     attempts = earlier_attempts(round_dir)
     if attempts:
@@ -184,7 +186,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
             ``diagnostic``, ``started_ms``, ``ended_ms`` and optionally ``suite``,
             ``contract`` and ``profile`` (else the plan's, see ``layout.planned_round``),
             ``interrupted``, ``error`` (an orchestration error that stopped the run
-            mid-round), ``mfu_basis`` (from the plan, see ``flagperf_ansible.mfu``),
+            mid-round), ``mfu_basis`` and ``datasheet_basis`` (from the plan, see
+            ``flagperf_ansible.mfu`` and ``flagperf_ansible.datasheet``),
             ``mask_hosts`` and ``plan_hosts`` (the plan's ``hosts``), ``exit_codes_known``
             (default True).
 
@@ -194,7 +197,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         ``reason``, ``passed`` by the suite's rule (``round_status``), ``suite``, ``profile``
         (None on the standard configuration) and ``contract`` (what the round is judged by),
         FINISHED of rank 0 and of each rank, nodes, ``monitor``
-        (``monitoring.summarize_round`` over the contract's window) and ``mfu``.
+        (``monitoring.summarize_round`` over the contract's window), ``mfu`` and ``datasheet``
+        (each compared base figure over the vendor's datasheet).
     """
     round_dir = Path(record["run_dir"]) / record["key"]
     record = _with_plan(record)

@@ -3,7 +3,8 @@
 A suite decides (DESIGN.md "suite"):
 
 * the pass rule of a round (``round_verdict``): training converges to its target, inference
-  ran and its accuracy is within its bound, base ran and reported every figure it declares,
+  ran and its accuracy is within its bound, base ran and reported every figure it declares
+  (or why the device cannot measure it, FINISHED ``not_measured``),
   diagnostic ran to FINISHED;
 * the standard figures of FINISHED with their directions and units (``Suite.figures``), which
   the report shows as columns and compare judges, beside the case's own ``metrics``
@@ -58,10 +59,11 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
 )}
 
 
-#: Units of the other standard FINISHED figures (driver/finished.py), shown beside their
-#: statistics though not report columns.
+#: Units of the other standard FINISHED figures (driver/finished.py, the base harness
+#: driver/torch/microbench.py), shown beside their statistics though not report columns.
 FINISHED_UNITS = {"init_time": "s", "raw_train_time": "s", "train_no_eval_time": "s",
-                  "pure_compute_time": "s", "e2e_time": "s", "num_trained_samples": "{unit}"}
+                  "pure_compute_time": "s", "e2e_time": "s", "num_trained_samples": "{unit}",
+                  "benchmark_time": "s"}
 
 
 def suite(name: str | None) -> Suite:
@@ -115,6 +117,15 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
         return (True, "") if met else (False, f"{target['metric']} outside its bound "
                                                f"({target['comparison']} target)")
     if name == "base":
-        missing = [k for k in contract.get("metrics") or {} if _number(finished.get(k)) is None]
-        return (False, f"FINISHED lacks {', '.join(missing)}") if missing else (True, "")
+        # A figure the device cannot measure (TF32 on a CPU) is reported as not measured, with
+        # the reason; one that is neither a number nor explained is missing.
+        explained = finished.get("not_measured") if isinstance(finished.get("not_measured"), dict) else {}
+        declared = list(contract.get("metrics") or {})
+        missing = [k for k in declared if _number(finished.get(k)) is None
+                   and not (isinstance(explained.get(k), str) and explained[k].strip())]
+        if missing:
+            return False, f"FINISHED lacks {', '.join(missing)} (neither a number nor not_measured with a reason)"
+        if declared and all(_number(finished.get(k)) is None for k in declared):
+            return False, "no declared figure was measured"
+        return True, ""
     return True, ""

@@ -10,7 +10,9 @@ is labelled as such (``profile_label``).
 
 A case that declares published figures (case.yml ``references``) and ran on the standard
 configuration, on the vendor, hardware, node count and processes per node of one of them, is
-set beside it (``case_reference``): each figure's round mean over the published value.
+set beside it (``case_reference``): each figure's round mean over the published value. A base
+case's figures are set beside the vendor's datasheet (``datasheet.case_datasheet``), and its
+message-size sweep is averaged per size over rounds (``case_sweep``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from flagperf_ansible.datasheet import case_datasheet
 from flagperf_ansible.flagperf_import import figure_direction, import_flagperf, is_flagperf_layout
 from flagperf_ansible.layout import ROUND_FILE, RUN_FILE, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, \
     read_json, write_json, write_text
@@ -93,6 +96,32 @@ def _case_stats(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for key in numeric_fields(measured)}
 
 
+def case_sweep(rounds: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A base case's message-size sweep over its passed rounds: FINISHED ``sweep`` rows
+    (``{bytes, time_s, <bandwidth>: GB/s}``) averaged per size, ``{"columns": [bandwidth
+    names], "rows": [{"bytes": n, "time_s": mean, <column>: mean, "rounds": k}]}``; None
+    when no passed round has one."""
+    by_size: dict[int, list[Mapping[str, Any]]] = {}
+    for item in rounds:
+        sweep = (item.get("finished") or {}).get("sweep") if _round_passed(item) else None
+        for row in sweep if isinstance(sweep, list) else ():
+            if isinstance(row, dict) and isinstance(row.get("bytes"), int):
+                by_size.setdefault(row["bytes"], []).append(row)
+    if not by_size:
+        return None
+    columns = sorted({k for rows in by_size.values() for row in rows for k in row
+                      if k not in ("bytes", "time_s")})
+    table = []
+    for size in sorted(by_size):
+        rows = by_size[size]
+        entry: dict[str, Any] = {"bytes": size, "rounds": len(rows)}
+        for name in ("time_s", *columns):
+            values = [float(r[name]) for r in rows if isinstance(r.get(name), (int, float))]
+            entry[name] = sum(values) / len(values) if values else None
+        table.append(entry)
+    return {"columns": columns, "rows": table}
+
+
 def case_reference(vendor: str | None, spec: Mapping[str, Any] | None,
                    profile: Mapping[str, Any] | None, contract: Mapping[str, Any] | None,
                    config: Mapping[str, Any] | None,
@@ -163,7 +192,9 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         counts, ``missing_rounds`` (planned in ``run.json``, no round.json), ``rounds`` and
         ``stats`` (``stats.describe`` of every numeric FINISHED figure and ``mfu`` over the
         rounds that passed), ``reference`` (``case_reference``: the published figures of the
-        same configuration with the rounds' ratios to them, or None). The run's status is
+        same configuration with the rounds' ratios to them, or None), ``datasheet``
+        (``datasheet.case_datasheet``: each compared base figure's mean over the vendor's
+        datasheet) and ``sweep`` (``case_sweep``, or None). The run's status is
         ``passed`` only when every case passed.
     """
     run = read_json(run_dir / RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
@@ -214,13 +245,16 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
                 {"round": r["round"], "status": r["status"], "reason": r.get("reason", ""),
                  "passed": _round_passed(r), "converged": r.get("converged", False),
                  "wall_time": r.get("wall_time"), "finished": r.get("finished"),
-                 "mfu": r.get("mfu"), "overrides": r.get("overrides") or {},
+                 "mfu": r.get("mfu"), "datasheet": r.get("datasheet") or {},
+                 "overrides": r.get("overrides") or {},
                  "nodes": r.get("nodes", [])}
                 for r in case_rounds
             ],
             "stats": stats,
             "reference": case_reference(run.get("vendor"), plan.get("spec"), profile,
                                         contract, config, stats),
+            "datasheet": case_datasheet(case_rounds, stats),
+            "sweep": case_sweep(case_rounds),
         })
     return {
         "run_id": run.get("run_id", run_dir.name),

@@ -1,16 +1,17 @@
 """A vendor's definition, ``vendors/<vendor>/vendor.yml``: the hardware it declares, how its
-containers run, its datasheet peaks and its frameworks' images."""
+containers run, its datasheet per hardware (``flagperf_ansible.datasheet``) and its frameworks'
+images."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, \
-    model_validator
+from pydantic import BaseModel, ConfigDict, StrictBool, field_validator
 
-from flagperf_ansible.casespec import check_name, check_path, not_bool
+from flagperf_ansible.casespec import check_name, check_path
+from flagperf_ansible.datasheet import Datasheet
 from flagperf_ansible.errors import ConfigError, raise_first
 from flagperf_ansible.settings import ENV_NAME_PATTERN, SIZE_PATTERN, check_env
 from flagperf_ansible.yamlio import read_yaml
@@ -74,23 +75,6 @@ class ContainerOptions(BaseModel):
         return check_env(value)
 
 
-class PeakFlops(BaseModel):
-    """One hardware's datasheet peaks: ``source`` and FLOP/s per device by precision (any
-    other key, e.g. ``fp32: 1.95e+13``; PyYAML reads ``1e9`` without a dot as a string, which
-    is accepted as a number)."""
-
-    model_config = ConfigDict(extra="allow")
-    __pydantic_extra__: dict[str, Annotated[float, BeforeValidator(not_bool), Field(gt=0)]]
-
-    source: str = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _precisions(self) -> "PeakFlops":
-        for precision in self.model_extra or {}:
-            check_name(precision)
-        return self
-
-
 class FrameworkImage(BaseModel):
     """``vendors/<vendor>/vendor.yml: frameworks.<framework>``: what the vendor's image of a
     framework runs cases with."""
@@ -112,12 +96,12 @@ class VendorDef(BaseModel):
     description: str = ""
     hardware: list[str] = []
     container: ContainerOptions = ContainerOptions()
-    peak_flops: dict[str, PeakFlops] = {}
+    datasheet: dict[str, Datasheet] = {}
     frameworks: dict[str, FrameworkImage] = {}
 
     _names = field_validator("name")(check_name)
 
-    @field_validator("hardware", "frameworks", "peak_flops")
+    @field_validator("hardware", "frameworks", "datasheet")
     @classmethod
     def _keys(cls, value: Any) -> Any:
         for name in value:
@@ -147,8 +131,8 @@ def read_vendor(project: Path, vendor: str) -> VendorDef:
 def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
     """The plan's view of a vendor, from one read of vendor.yml: ``{"hardware": [...],
     "container": {...}, "python": {framework: interpreter}, "peaks": {hardware: {"source": str,
-    <precision>: FLOP/s}}}``, container options as the vendor set them, peaks empty when it
-    declares none.
+    <precision>: FLOP/s}}, "datasheet": {hardware: Datasheet.plain()}}``, container options as
+    the vendor set them, peaks and datasheet empty where it states none.
 
     Raises:
         ConfigError: see ``read_vendor``.
@@ -157,5 +141,7 @@ def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
     return {"hardware": list(definition.hardware),
             "container": definition.container.model_dump(exclude_unset=True),
             "python": {k: v.python for k, v in definition.frameworks.items()},
-            "peaks": {hardware: {"source": entry.source.strip(), **(entry.model_extra or {})}
-                      for hardware, entry in definition.peak_flops.items()}}
+            "peaks": {hardware: {"source": sheet.peak_flops.source.strip(),
+                                 **(sheet.peak_flops.model_extra or {})}
+                      for hardware, sheet in definition.datasheet.items() if sheet.peak_flops},
+            "datasheet": {hardware: sheet.plain() for hardware, sheet in definition.datasheet.items()}}
