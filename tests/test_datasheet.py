@@ -42,7 +42,8 @@ def test_entries_are_per_device_and_direction_in_base_units():
     basis = datasheet_basis(CONTRACT["metrics"], SHEET, "v", "X100", nnodes=1)
     assert basis["busbw"]["spec"] == pytest.approx(300.0) and basis["busbw"]["unit"] == "GB/s"
     assert basis["tflops_tf32"]["spec"] is None
-    assert basis["tflops_tf32"]["reason"] == "vendors/v/vendor.yml states no peak_flops.tf32 for X100"
+    assert basis["tflops_tf32"]["reason"] == ("vendors/v/vendor.yml states no peak_flops.tf32 "
+                                              "for X100")
     assert "algbw" not in basis                                               # compared with nothing
     across = datasheet_basis(CONTRACT["metrics"], SHEET, "v", "X100", nnodes=2)
     assert across["busbw"]["entry"] == "network_bandwidth"

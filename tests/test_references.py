@@ -137,6 +137,18 @@ def test_another_precision_is_matched_and_said(tmp_path):
     assert "; precision amp, the reference ran fp32." in summary_markdown(build_summary(run))
 
 
+def test_a_reference_without_a_precision_is_never_a_mismatch(tmp_path):
+    """A memory size or a link's bandwidth has no arithmetic precision: none is declared, and
+    whatever the round's configuration says, nothing is called a mismatch."""
+    reference = {**A100_1X8, "precision": ""}
+    run = make_run(tmp_path / "run", [10.0], contract={**TRAINING, "references": [reference]},
+                   vendor="nvidia", spec=SPEC, config={"precision": "amp"})
+    summary = build_summary(run)
+    assert summary["cases"][0]["reference"]["mismatch"] == ""
+    assert ("vs FlagPerf's A100 1x8 (FlagPerf README (DGX A100 40GB)): p_whole 1.00 x"
+            in summary_markdown(summary))
+
+
 @pytest.mark.parametrize("vendor, spec, profile", [
     ("nvidia", {**SPEC, "nproc_per_node": 4}, None),   # another size
     ("nvidia", {**SPEC, "hardware": "H100"}, None),    # other hardware

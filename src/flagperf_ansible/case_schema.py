@@ -25,10 +25,10 @@ Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
 * ``large_artifacts``: files the case writes that ``collect`` leaves out (tar patterns);
 * ``references``: figures published for the case (FlagPerf's, measured on nvidia A100), each
   for one ``vendor``, ``hardware``, ``nnodes`` and ``nproc_per_node`` (at most one entry per
-  four), with its ``precision``, ``figures`` (FINISHED key -> published value, in the unit of
-  that figure: p_whole, p_train, p_core, e2e_time or a key of ``metrics``), ``source`` (where
-  it was published), an optional ``label`` (default ``FlagPerf's <hardware> <n>x<m>``) and
-  ``note``. The summary sets a round on the standard configuration beside the matching one.
+  four), with its ``precision`` (if one applies), ``figures`` (FINISHED key -> published
+  value, in the unit of that figure: p_whole, p_train, p_core, e2e_time or a key of
+  ``metrics``), ``source`` (where it was published), an optional ``label`` (default
+  ``FlagPerf's <hardware> <n>x<m>``) and ``note``. The summary sets a round on the standard configuration beside the matching one.
 
 ``config/standard.yaml``: ``params`` (the standard configuration), ``mutable`` (the keys a
 vendor may override, a subset of ``params``), ``fixed`` (keys a profile may not change either,
@@ -246,8 +246,9 @@ class Reference(_Strict):
     hardware: str
     nnodes: Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
     nproc_per_node: Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
-    #: The configuration's ``precision`` the figures were measured with (fp32, amp, ...).
-    precision: str = Field(min_length=1)
+    #: The configuration's ``precision`` the figures were measured with (fp32, amp, ...);
+    #: empty where none applies (a memory size, a link's bandwidth).
+    precision: str = ""
     figures: dict[str, Positive] = Field(min_length=1)
     #: Where the figures were published (a file of FlagPerf, a paper, with the machine).
     source: str = Field(min_length=1)

@@ -27,6 +27,8 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, \
     field_validator, model_validator
 
+from flagperf_ansible.casespec import check_name, not_bool
+
 #: Units a figure or a datasheet entry may be given in: (dimension, size in base units:
 #: FLOP/s, bytes/s, bytes). ``Gb/s`` is bits (network links), ``TOP/s`` integer operations.
 UNITS: dict[str, tuple[str, float]] = {
@@ -43,13 +45,7 @@ ENTRIES = {"memory_bandwidth": "rate", "memory_size": "size", "host_link_bandwid
 PEAK = "peak_flops"
 
 
-def _not_bool(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError("a number, not true/false")
-    return value
-
-
-Number = Annotated[float, BeforeValidator(_not_bool), Field(gt=0)]
+Number = Annotated[float, BeforeValidator(not_bool), Field(gt=0)]
 
 
 def entry_dimension(name: str) -> str:
@@ -90,8 +86,6 @@ class PeakFlops(BaseModel):
 
     @model_validator(mode="after")
     def _precisions(self) -> "PeakFlops":
-        from flagperf_ansible.casespec import check_name
-
         for precision in self.model_extra or {}:
             check_name(precision)
         return self
@@ -206,7 +200,8 @@ def round_datasheet(basis: Mapping[str, Mapping[str, Any]] | None,
     ratio}}`` with ``ratio = value / spec`` (a fraction), or None with ``reason``: the
     basis's, or FINISHED's ``not_measured`` reason, or that the figure is absent."""
     finished = finished or {}
-    not_measured = finished.get("not_measured") if isinstance(finished.get("not_measured"), dict) else {}
+    not_measured = finished.get("not_measured")
+    not_measured = not_measured if isinstance(not_measured, dict) else {}
     result = {}
     for key, record in (basis or {}).items():
         value = _number(finished.get(key))

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from flagperf_ansible.cases import check_vendor_kit, effective_config, load_case
-from flagperf_ansible.datasheet import datasheet_basis
 from flagperf_ansible.casespec import parse_case_spec
+from flagperf_ansible.datasheet import datasheet_basis
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.launch import image_tag
 from flagperf_ansible.launchers import LAUNCHERS
@@ -63,7 +63,8 @@ def build_plan(
         round is ``{"key", "case_id", "round", "model", "framework", "hosts", "master_addr",
         "nodes", "suite", "nnodes", "nproc_per_node", "launcher", "python", "vendor_dir",
         "entry", "timeout", "data_dir", "data_format", "checkpoint", "config", "overrides", "profile",
-        "contract", "env", "metric", "diagnostic", "large_artifacts", "mfu_basis", "datasheet_basis"}``
+        "contract", "env", "metric", "diagnostic", "large_artifacts", "mfu_basis",
+        "datasheet_basis"}``
         (``nodes``: every node's address in noderank order; ``python``: the interpreter of the
         vendor's image for the framework; ``vendor_dir``: the vendor's folder, relative to the
         checkout, where its adapters live; ``profile``: the hardware profile's label or None on the

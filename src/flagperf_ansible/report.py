@@ -135,15 +135,17 @@ def reference_line(case: dict[str, Any]) -> str:
         lower = (figures.get(key) or {}).get("direction", -1 if key == "e2e_time" else 1) < 0
         parts.append(f"{key} {ratio:.2f} x" + (" (lower is better)" if lower else ""))
     shown = ", ".join(parts) or "no passed round gives a published figure"
-    line = f"vs {reference['label']} ({reference['precision']}, {reference['source']}): {shown}"
+    where = ", ".join(t for t in (reference["precision"], reference["source"]) if t)
+    line = f"vs {reference['label']} ({where}): {shown}"
     tail = [text for text in (reference.get("mismatch"), reference.get("note")) if text]
     return line + "".join(f"; {text}" for text in tail) + "."
 
 
 def datasheet_lines(case: dict[str, Any]) -> list[str]:
     """Each compared figure against the vendor's datasheet (summary ``datasheet``), one line
-    each: ``busbw 41.2 GB/s = 13.7 % of spec (interconnect_bandwidth 300 GB/s per direction:
-    600 GB/s (both directions), <source>)``, or ``tflops_tf32: no ratio: not measured: ...``."""
+    each: ``busbw 105 GB/s = 35.0 % of spec (interconnect_bandwidth 300 GB/s per device and
+    direction; stated: 600 GB/s (both directions); <source>)``, or ``tflops_tf32: no ratio to
+    the datasheet: not measured: <reason>``."""
     lines = []
     for key, item in (case.get("datasheet") or {}).items():
         unit = item.get("unit") or ""
@@ -151,8 +153,9 @@ def datasheet_lines(case: dict[str, Any]) -> list[str]:
             shown = f" {_fmt(item['mean'])} {unit}" if item.get("mean") is not None else ""
             lines.append(f"{key}{shown}: no ratio to the datasheet: {item.get('reason')}")
             continue
+        per = "per device and direction" if unit.endswith("B/s") else "per device"
         lines.append(f"{key} {_fmt(item['mean'])} {unit} = {100 * item['ratio']:.1f} % of spec "
-                     f"({item['entry']} {_fmt(item['spec'])} {unit} per device and direction; "
+                     f"({item['entry']} {_fmt(item['spec'])} {unit} {per}; "
                      f"stated: {item['quoted']}; {item['source']})")
     return lines
 
@@ -443,7 +446,8 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
             parts.append("<h3>Message-size sweep (means over the passed rounds)</h3>")
             parts.append(_html_table(*sweep))
             image = _sweep_plot(case)
-            parts.append(f'<img alt="bandwidth vs message size" src="data:image/png;base64,{image}">')
+            parts.append('<img alt="bandwidth vs message size" '
+                         f'src="data:image/png;base64,{image}">')
         against = datasheet_lines(case)
         if against:
             parts.append("<h3>Against the vendor's datasheet</h3><ul>"

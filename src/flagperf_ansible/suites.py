@@ -119,12 +119,14 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
     if name == "base":
         # A figure the device cannot measure (TF32 on a CPU) is reported as not measured, with
         # the reason; one that is neither a number nor explained is missing.
-        explained = finished.get("not_measured") if isinstance(finished.get("not_measured"), dict) else {}
+        explained = finished.get("not_measured")
+        explained = explained if isinstance(explained, dict) else {}
         declared = list(contract.get("metrics") or {})
         missing = [k for k in declared if _number(finished.get(k)) is None
                    and not (isinstance(explained.get(k), str) and explained[k].strip())]
         if missing:
-            return False, f"FINISHED lacks {', '.join(missing)} (neither a number nor not_measured with a reason)"
+            return False, (f"FINISHED lacks {', '.join(missing)} (neither a number nor "
+                           "not_measured with a reason)")
         if declared and all(_number(finished.get(k)) is None for k in declared):
             return False, "no declared figure was measured"
         return True, ""

@@ -164,7 +164,8 @@ def case_reference(vendor: str | None, spec: Mapping[str, Any] | None,
         ratios[key] = mean / value if isinstance(mean, (int, float)) and value else None
     precision = (config or {}).get("precision")
     mismatch = ""
-    if precision is not None and str(precision) != reference["precision"]:
+    declared = reference["precision"]
+    if precision is not None and declared and str(precision) != declared:
         mismatch = f"precision {precision}, the reference ran {reference['precision']}"
     return {"label": reference["label"], "source": reference["source"],
             "precision": reference["precision"], "note": reference.get("note") or "",

@@ -144,4 +144,5 @@ def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
             "peaks": {hardware: {"source": sheet.peak_flops.source.strip(),
                                  **(sheet.peak_flops.model_extra or {})}
                       for hardware, sheet in definition.datasheet.items() if sheet.peak_flops},
-            "datasheet": {hardware: sheet.plain() for hardware, sheet in definition.datasheet.items()}}
+            "datasheet": {hardware: sheet.plain()
+                          for hardware, sheet in definition.datasheet.items()}}
