@@ -146,6 +146,10 @@ class TrainingCase:
             ``DistributedSampler`` over ranks (a random one on a single rank).
         collate_fn: how training batches are put together (e.g. with mixup), or None: the
             DataLoader's default.
+        eval_collate_fn: how validation batches are put together, or None: the DataLoader's
+            default (detection batches images of different sizes as lists).
+        finished_figures: ``() -> {key: value}``, more FINISHED figures from the last
+            evaluation besides the target's (e.g. mask_rcnn's ``final_map_segm``), or None.
     """
 
     train_set: torch.utils.data.Dataset
@@ -161,6 +165,8 @@ class TrainingCase:
     model_info: dict[str, Any] = field(default_factory=dict)
     train_sampler: Callable[[int, int, int], torch.utils.data.Sampler] | None = None
     collate_fn: Callable[[list], Batch] | None = None
+    eval_collate_fn: Callable[[list], Batch] | None = None
+    finished_figures: Callable[[], Mapping[str, Any]] | None = None
 
 
 @dataclass
@@ -280,7 +286,8 @@ class Trainer:
         shard = torch.utils.data.Subset(case.val_set,
                                         range(info.rank, len(case.val_set), info.world_size))
         val = torch.utils.data.DataLoader(shard, batch_size=s.eval_batch_size, shuffle=False,
-                                          num_workers=s.num_workers, pin_memory=pin)
+                                          num_workers=s.num_workers, pin_memory=pin,
+                                          collate_fn=case.eval_collate_fn)
         return train, sampler, val
 
     def _plan(self, batches_per_epoch: int) -> TrainingPlan:
@@ -343,7 +350,8 @@ class Trainer:
         (num_trained_samples,) = dist.all_reduce_sum([progress.samples], self.info)
         self.log.log(perflog.FINISHED, self.clock.finished(
             int(num_trained_samples), progress.converged,
-            **case.target.finished_figures(progress.metric), epochs=progress.epoch,
+            **case.target.finished_figures(progress.metric),
+            **(case.finished_figures() if case.finished_figures else {}), epochs=progress.epoch,
             global_steps=progress.steps, world_size=self.info.world_size))
         # DDP's C++ Reducer holds the process group: left to be freed later, it would free the
         # group with the GIL held, which can deadlock with gloo's threads (driver.dist.shutdown).

@@ -11,6 +11,11 @@ coins as objects of one category, ``coin``: masks from the watershed segmentatio
 scikit-image's gallery (Sobel edges, markers below 30 and above 150), polygons from their
 contours. train2017: the photograph and its three flips (4 images); val2017: its left and right
 halves (2 images). pycocotools reads the annotations back (tests/test_datasets.py).
+
+Beside them, ``checkpoint/resnet10-random.pth``: the initial backbone of the detection cases'
+cpu profiles (:func:`write_backbone_checkpoint`), a ``torch.save``'d ResNet state dict as
+torchvision's ``resnet50-0676ba61.pth`` is, with random weights, pinned by SHA-256 in their
+``config/cpu.yaml``.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ def generate(target: Path) -> dict[str, int]:
 
     Raises:
         OSError: ``target`` cannot be written.
+        ImportError: torch is not installed (:func:`write_backbone_checkpoint`).
     """
     import numpy as np
     from PIL import Image
@@ -118,13 +124,79 @@ def generate(target: Path) -> dict[str, int]:
         path.write_text(json.dumps(document, separators=(",", ":")), encoding="utf-8")
         counts[split] = len(images)
         counts[f"{split} annotations"] = len(annotations)
+    write_backbone_checkpoint(target / BACKBONE_CHECKPOINT)
+    counts["backbone checkpoint"] = 1
     return counts
+
+
+#: The cpu profiles' backbone checkpoint, relative to the data folder.
+BACKBONE_CHECKPOINT = "checkpoint/resnet10-random.pth"
+
+
+def backbone_arrays(seed: int = 0) -> dict:
+    """A ResNet-10 (torchvision's ``ResNet(BasicBlock, [1, 1, 1, 1])``) up to ``layer3``, the
+    stages the cpu profiles' FPN reads, as ``{state-dict key: float32 ndarray}`` in torchvision's
+    names and shapes (``conv1.weight`` ``[64, 3, 7, 7]``, ``bn1.*`` ``[64]``,
+    ``layer{s}.0.conv{1,2}.weight``, ``layer{s}.0.bn{1,2}.*``, ``layer{2,3}.0.downsample.{0,1}.*``;
+    stage s of 64 x 2^(s-1) channels): 1,235,392 numbers.
+
+    Convolutions are He-normal with ``fan_out`` as torchvision initialises ResNets
+    (``kaiming_normal_(mode="fan_out")``: std ``sqrt(2 / (out * kh * kw))``), drawn from
+    ``numpy.random.RandomState(seed)`` (a stream numpy keeps stable) in sorted key order;
+    BatchNorm weight and running variance 1, bias and running mean 0.
+    """
+    import numpy as np
+
+    shapes = {"conv1.weight": (64, 3, 7, 7)}
+    norms = {"bn1": 64}
+    inputs = 64
+    for stage in (1, 2, 3):
+        width = 64 * 2 ** (stage - 1)
+        block = f"layer{stage}.0"
+        shapes[f"{block}.conv1.weight"] = (width, inputs, 3, 3)
+        shapes[f"{block}.conv2.weight"] = (width, width, 3, 3)
+        norms[f"{block}.bn1"] = norms[f"{block}.bn2"] = width
+        if inputs != width:  # stride 2 and more channels: a 1x1 projection on the shortcut
+            shapes[f"{block}.downsample.0.weight"] = (width, inputs, 1, 1)
+            norms[f"{block}.downsample.1"] = width
+        inputs = width
+    for norm, channels in norms.items():
+        for name, value in (("weight", 1.0), ("bias", 0.0), ("running_mean", 0.0),
+                            ("running_var", 1.0)):
+            shapes[f"{norm}.{name}"] = (channels, value)
+    generator = np.random.RandomState(seed)
+    arrays = {}
+    for key in sorted(shapes):
+        shape = shapes[key]
+        if key.endswith(".weight") and len(shape) == 4:
+            std = (2.0 / (shape[0] * shape[2] * shape[3])) ** 0.5
+            arrays[key] = generator.normal(0.0, std, shape).astype(np.float32)
+        else:
+            arrays[key] = np.full(shape[0], shape[1], dtype=np.float32)
+    return arrays
+
+
+def write_backbone_checkpoint(path: Path, seed: int = 0) -> None:
+    """Save :func:`backbone_arrays` with ``torch.save`` (the format ``torch.load`` reads with
+    ``weights_only``), byte for byte the same on every run of the same torch, so that the cpu
+    profiles can pin its SHA-256.
+
+    Raises:
+        ImportError: torch is not installed (the ``local`` extra).
+        OSError: ``path`` cannot be written.
+    """
+    import torch
+
+    state = {key: torch.from_numpy(array) for key, array in backbone_arrays(seed).items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(state, path)
 
 
 FORMAT = Format(
     name=NAME,
     description="COCO 2017: annotations/instances_{train,val}2017.json, train2017/ val2017/ "
-                "*.jpg (tiny: scikit-image coins, 24 masks)",
+                "*.jpg (tiny: scikit-image coins, 24 masks; and the detection cpu profiles' "
+                "random ResNet-10 checkpoint)",
     check=partial(layout_check.check, NAME),
     generate=generate,
 )

@@ -1,0 +1,470 @@
+"""Object detection and instance segmentation on COCO 2017, shared by the detection training
+cases (faster_rcnn, retinanet, mask_rcnn): the data, the ResNet-FPN backbone started from a
+checkpoint in the data folder, the optimizer, FlagPerf's schedule and COCO mAP. A case gives its
+detector; :func:`detection_case` returns the trainer's ``TrainingCase``.
+
+The recipe is FlagPerf's (``training/benchmarks/{faster_rcnn,retinanet,mask_rcnn}/pytorch``),
+itself torchvision's detection references (``pytorch/vision`` ``references/detection``:
+``coco_utils.py``, ``presets.py``, ``engine.py``): images as tensors in [0, 1] with a random
+horizontal flip (the detector's own ``GeneralizedRCNNTransform`` resizes and normalises), COCO
+category ids as labels (91 classes with the background), SGD over the parameters that require
+gradients, a linear warmup from 1/1000 over the first ``min(1000, updates per epoch - 1)``
+updates, the learning rate times ``lr_gamma`` at each epoch of ``lr_steps``, and COCO's bbox (and
+segm) AP@[.5:.95] by pycocotools' ``COCOeval`` after every epoch.
+
+Configuration keys (a case's ``config/standard.yaml`` lists those it sets):
+
+* data: ``hflip_prob`` (0.5), ``vflip_prob`` (0), ``train_repeats`` (each training image this
+  many times per epoch, differently augmented; 1), ``cache_images`` (keep decoded images in
+  memory: small data sets only);
+* backbone (:func:`resnet_fpn_backbone`): ``backbone_block`` (``bottleneck``: ResNet-50's,
+  ``basic``: ResNet-18's), ``backbone_layers`` (blocks per stage, 4 ints), ``returned_layers``
+  (the stages the FPN reads), ``trainable_backbone_layers`` (0-5), ``frozen_batchnorm``,
+  ``fpn_channels``, ``init_checkpoint`` (a ``torch.save``'d ResNet state dict, relative to the
+  data folder; null: random weights);
+* detector: ``num_classes`` (with the background; COCO: 91), ``min_size`` (an int, or a list:
+  one drawn per training image, torchvision evaluating at the last), ``max_size``,
+  ``anchor_sizes`` (one list per feature map), ``aspect_ratios``; R-CNN keys in
+  :func:`rcnn_options`; the case's model module reads its own head keys;
+* optimizer and schedule: ``learning_rate``, ``momentum``, ``weight_decay``,
+  ``lr_warmup_steps`` (1000), ``lr_warmup_factor`` (0.001), ``lr_steps`` (epochs), ``lr_gamma``,
+  ``clip_grad_norm`` (the trainer's backward hook; none in FlagPerf's recipe);
+* evaluation: ``iou_types`` (``[bbox]``, ``[bbox, segm]``); the first one's AP is the target
+  metric (:func:`detection_case`'s ``metric``), the others are reported beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import random
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+import torchvision
+from torchvision.models.detection.anchor_utils import AnchorGenerator
+from torchvision.models.detection.backbone_utils import BackboneWithFPN, _resnet_fpn_extractor
+from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+from torchvision.ops import MultiScaleRoIAlign
+from torchvision.ops import misc as misc_ops
+from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+
+from driver.convergence import Target
+from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan
+
+BLOCKS = {"bottleneck": torchvision.models.resnet.Bottleneck,
+          "basic": torchvision.models.resnet.BasicBlock}
+IOU_TYPES = ("bbox", "segm")
+
+
+def _get(config: Mapping[str, Any], key: str, default: Any) -> Any:
+    value = config.get(key)
+    return default if value is None else value
+
+
+def _quiet():
+    """pycocotools prints its progress on stdout: kept out of the rank's log."""
+    return contextlib.redirect_stdout(io.StringIO())
+
+
+# -- data ------------------------------------------------------------------------------------
+
+class CocoDetection(torch.utils.data.Dataset):
+    """One split of a COCO 2017 folder (``<root>/<split>2017/``,
+    ``<root>/annotations/instances_<split>2017.json``) as ``(image_id, image, target)``:
+    ``image`` float ``[3, H, W]`` in [0, 1], ``target`` torchvision's detection target
+    (``boxes`` ``[N, 4]`` x1 y1 x2 y2 in pixels, ``labels`` ``[N]`` category ids, with
+    ``masks`` ``[N, H, W]`` uint8 when ``masks``). Crowd regions and empty boxes are left out;
+    training splits drop images without a usable annotation (FlagPerf's
+    ``_coco_remove_images_without_annotations``).
+
+    Raises:
+        FileNotFoundError: the image folder or the annotation file is missing.
+    """
+
+    def __init__(self, root: Path, split: str, *, train: bool, masks: bool, hflip: float = 0.0,
+                 vflip: float = 0.0, repeats: int = 1, cache: bool = False) -> None:
+        from pycocotools.coco import COCO
+
+        self.folder = root / f"{split}2017"
+        annotations = root / "annotations" / f"instances_{split}2017.json"
+        for path in (self.folder, annotations):
+            if not path.exists():
+                raise FileNotFoundError(f"{path}: no such file or folder (COCO 2017 layout)")
+        with _quiet():
+            self.coco = COCO(str(annotations))
+        ids = sorted(self.coco.imgs)
+        if train:
+            ids = [i for i in ids if any(
+                not a["iscrowd"] and a["bbox"][2] > 1 and a["bbox"][3] > 1
+                for a in self.coco.imgToAnns[i])]
+        self.ids = ids
+        self.masks, self.hflip, self.vflip = masks, hflip, vflip
+        self.repeats = max(1, int(repeats))
+        self.cache: dict[int, tuple] | None = {} if cache else None
+
+    def __len__(self) -> int:
+        return len(self.ids) * self.repeats
+
+    def _load(self, image_id: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if self.cache is not None and image_id in self.cache:
+            image, target = self.cache[image_id]
+            return image, {key: value.clone() for key, value in target.items()}
+        from PIL import Image
+
+        with Image.open(self.folder / self.coco.imgs[image_id]["file_name"]) as picture:
+            image = torchvision.transforms.functional.pil_to_tensor(picture.convert("RGB"))
+        image = image.float() / 255.0
+        target = self.target(image_id, image.shape[-2], image.shape[-1])
+        if self.cache is not None:  # the flips below change the target: cached as read
+            self.cache[image_id] = image, {key: value.clone() for key, value in target.items()}
+        return image, target
+
+    def target(self, image_id: int, height: int, width: int) -> dict[str, torch.Tensor]:
+        """The detection target of one image (see the class docstring)."""
+        anns = [a for a in self.coco.imgToAnns[image_id] if not a["iscrowd"]]
+        boxes = torch.tensor([a["bbox"] for a in anns], dtype=torch.float32).reshape(-1, 4)
+        boxes[:, 2:] += boxes[:, :2]
+        boxes[:, 0::2].clamp_(0, width)
+        boxes[:, 1::2].clamp_(0, height)
+        keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+        target = {"boxes": boxes[keep],
+                  "labels": torch.tensor([a["category_id"] for a in anns],
+                                         dtype=torch.int64)[keep]}
+        if self.masks:
+            masks = [torch.from_numpy(self.coco.annToMask(a)) for a in anns]
+            target["masks"] = (torch.stack(masks) if masks else
+                               torch.zeros((0, height, width), dtype=torch.uint8))[keep]
+        return target
+
+    def __getitem__(self, index: int):
+        image_id = self.ids[index % len(self.ids)]
+        image, target = self._load(image_id)
+        height, width = image.shape[-2:]
+        if self.hflip and random.random() < self.hflip:
+            image = image.flip(-1)
+            target["boxes"][:, [0, 2]] = width - target["boxes"][:, [2, 0]]
+            if "masks" in target:
+                target["masks"] = target["masks"].flip(-1)
+        if self.vflip and random.random() < self.vflip:
+            image = image.flip(-2)
+            target["boxes"][:, [1, 3]] = height - target["boxes"][:, [3, 1]]
+            if "masks" in target:
+                target["masks"] = target["masks"].flip(-2)
+        return image_id, image, target
+
+
+def collate(batch: list) -> tuple[torch.Tensor, list, list]:
+    """``[(image_id, image, target)]`` -> ``(image_ids [B], [image], [target])``: images of
+    different sizes stay a list (the detector batches them); the ids come first so that the
+    trainer counts ``B`` samples."""
+    ids, images, targets = zip(*batch)
+    return torch.tensor(ids, dtype=torch.int64), list(images), list(targets)
+
+
+# -- model -----------------------------------------------------------------------------------
+
+def load_resnet_state(path: Path) -> dict[str, torch.Tensor]:
+    """A ResNet state dict saved with ``torch.save`` (torchvision's ``resnet50-0676ba61.pth``,
+    or the cpu profile's), read without unpickling code (``weights_only``).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not a state dict of tensors.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such backbone checkpoint (init_checkpoint)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises RuntimeError, UnpicklingError, zipfile errors
+        raise ValueError(f"{path}: not a torch.save'd state dict ({error})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f"{path}: not a state dict of tensors")
+    return state
+
+
+def resnet_fpn_backbone(config: Mapping[str, Any], data_dir: Path | None,
+                        retinanet: bool = False) -> BackboneWithFPN:
+    """The ResNet-FPN backbone as torchvision's ``*_resnet50_fpn`` builders make it with an
+    ImageNet backbone: ``FrozenBatchNorm2d`` (``frozen_batchnorm``), the first
+    ``5 - trainable_backbone_layers`` of conv1, layer1..layer4 frozen, an FPN of
+    ``fpn_channels`` over ``returned_layers`` (with a max-pool level; RetinaNet: P6 and P7 from
+    the FPN's last output instead). The ResNet weights come from ``init_checkpoint`` under
+    ``data_dir`` before the stages are cut: every weight of the kept stages must be in it
+    (the classifier ``fc`` and unused stages may be).
+
+    Output: ``OrderedDict`` of feature maps ``[B, fpn_channels, H / 2^(k+1), W / 2^(k+1)]``.
+
+    Raises:
+        ValueError: an unknown ``backbone_block``, a checkpoint missing weights of the model,
+            or one of another shape.
+        FileNotFoundError: see :func:`load_resnet_state`.
+    """
+    block = str(_get(config, "backbone_block", "bottleneck"))
+    if block not in BLOCKS:
+        raise ValueError(f"config backbone_block: {block!r}, expected one of {', '.join(BLOCKS)}")
+    layers = [int(n) for n in _get(config, "backbone_layers", [3, 4, 6, 3])]
+    frozen = bool(_get(config, "frozen_batchnorm", True))
+    norm = misc_ops.FrozenBatchNorm2d if frozen else torch.nn.BatchNorm2d
+    resnet = torchvision.models.resnet.ResNet(BLOCKS[block], layers, norm_layer=norm)
+    checkpoint = config.get("init_checkpoint")
+    returned = [int(n) for n in _get(config, "returned_layers", [1, 2, 3, 4])]
+    if checkpoint:
+        path = Path(data_dir or ".") / str(checkpoint)
+        state = load_resnet_state(path)
+        used = ("conv1.", "bn1.", *(f"layer{n}." for n in range(1, max(returned) + 1)))
+        wanted = {k for k in resnet.state_dict() if k.startswith(used)
+                  and not k.endswith("num_batches_tracked")}
+        missing = sorted(wanted - set(state))
+        if missing:
+            raise ValueError(f"{path}: lacks {len(missing)} weights of the backbone, e.g. "
+                             f"{missing[0]}")
+        try:
+            resnet.load_state_dict(state, strict=False)
+        except RuntimeError as error:
+            raise ValueError(f"{path}: {error}") from None
+    channels = int(_get(config, "fpn_channels", 256))
+    extra = LastLevelP6P7(channels, channels) if retinanet else None
+    if channels != 256:
+        return _narrow_fpn(resnet, config, returned, extra, channels)
+    return _resnet_fpn_extractor(resnet, int(_get(config, "trainable_backbone_layers", 3)),
+                                 returned_layers=returned, extra_blocks=extra)
+
+
+def _narrow_fpn(resnet, config, returned, extra, channels) -> BackboneWithFPN:
+    # _resnet_fpn_extractor fixes 256 FPN channels; this is its body with another width.
+    trainable = int(_get(config, "trainable_backbone_layers", 3))
+    to_train = ["layer4", "layer3", "layer2", "layer1", "conv1"][:trainable]
+    if trainable == 5:
+        to_train.append("bn1")
+    for name, parameter in resnet.named_parameters():
+        if all(not name.startswith(layer) for layer in to_train):
+            parameter.requires_grad_(False)
+    in_channels = resnet.inplanes // 8  # layer1's output channels
+    return BackboneWithFPN(resnet, {f"layer{k}": str(v) for v, k in enumerate(returned)},
+                           [in_channels * 2 ** (k - 1) for k in returned], channels,
+                           extra_blocks=extra)
+
+
+def detector_options(config: Mapping[str, Any],
+                     anchor_key: str = "rpn_anchor_generator") -> dict[str, Any]:
+    """The keyword arguments of torchvision's detectors the configuration sets: ``min_size``,
+    ``max_size`` and, as ``anchor_key`` (R-CNNs: ``rpn_anchor_generator``, RetinaNet:
+    ``anchor_generator``), an ``AnchorGenerator`` when ``anchor_sizes`` is given (sizes in
+    pixels, one list per feature map; ``aspect_ratios`` the same for all)."""
+    options: dict[str, Any] = {}
+    for key in ("min_size", "max_size"):
+        if config.get(key) is not None:
+            value = config[key]
+            options[key] = tuple(int(v) for v in value) if isinstance(value, list) else int(value)
+    if config.get("anchor_sizes"):
+        sizes = tuple(tuple(int(s) for s in level) for level in config["anchor_sizes"])
+        ratios = tuple(float(r) for r in _get(config, "aspect_ratios", [0.5, 1.0, 2.0]))
+        options[anchor_key] = AnchorGenerator(sizes, (ratios,) * len(sizes))
+    return options
+
+
+#: R-CNN keyword arguments a configuration may set (torchvision's defaults otherwise).
+RCNN_KEYS = ("rpn_pre_nms_top_n_train", "rpn_pre_nms_top_n_test", "rpn_post_nms_top_n_train",
+             "rpn_post_nms_top_n_test", "rpn_batch_size_per_image", "box_batch_size_per_image",
+             "box_detections_per_img")
+
+
+def rcnn_options(config: Mapping[str, Any], out_channels: int, masks: bool = False) -> dict:
+    """The keyword arguments of torchvision's ``FasterRCNN`` / ``MaskRCNN`` the configuration
+    sets, besides :func:`detector_options`: the ``RCNN_KEYS``; RoI pooling over the FPN levels
+    of ``returned_layers`` (torchvision's default reads 4); with ``representation_size``, a box
+    head of that width (torchvision: 1024) and its predictor for ``num_classes`` (the result's
+    ``num_classes`` is then None: the predictor holds it, as torchvision requires).
+    """
+    num_classes = int(config["num_classes"])
+    options: dict[str, Any] = {"num_classes": num_classes, **detector_options(config)}
+    options.update({key: int(config[key]) for key in RCNN_KEYS if config.get(key) is not None})
+    levels = [str(k) for k in range(len(_get(config, "returned_layers", [1, 2, 3, 4])))]
+    if len(levels) != 4:
+        options["box_roi_pool"] = MultiScaleRoIAlign(levels, 7, 2)
+        if masks:
+            options["mask_roi_pool"] = MultiScaleRoIAlign(levels, 14, 2)
+    if config.get("representation_size"):
+        size = int(config["representation_size"])
+        options["box_head"] = TwoMLPHead(out_channels * 7 * 7, size)
+        options["box_predictor"] = FastRCNNPredictor(size, num_classes)
+        options["num_classes"] = None
+    return options
+
+
+# -- optimisation ----------------------------------------------------------------------------
+
+def make_optimizer(model: torch.nn.Module, config: Mapping[str, Any]) -> torch.optim.Optimizer:
+    """FlagPerf's SGD over the parameters that require gradients (frozen stages excluded)."""
+    return torch.optim.SGD([p for p in model.parameters() if p.requires_grad],
+                           lr=float(config["learning_rate"]),
+                           momentum=float(_get(config, "momentum", 0.9)),
+                           weight_decay=float(_get(config, "weight_decay", 0.0)))
+
+
+def lr_factor(step: int, plan: TrainingPlan, config: Mapping[str, Any]) -> float:
+    """The learning rate at optimizer update ``step`` (0-based) as a factor of
+    ``learning_rate``: torchvision's detection references as FlagPerf runs them, a linear warmup
+    from ``lr_warmup_factor`` over ``min(lr_warmup_steps, updates per epoch - 1)`` updates of the
+    first epoch (``utils.warmup_lr_scheduler``), times ``lr_gamma`` once per epoch of
+    ``lr_steps`` reached (``MultiStepLR`` stepped at the end of every epoch; epochs 0-based)."""
+    per_epoch = max(plan.steps_per_epoch, 1e-9)
+    warmup = min(int(_get(config, "lr_warmup_steps", 1000)), math.ceil(per_epoch) - 1)
+    factor = 1.0
+    if step < warmup:
+        start = float(_get(config, "lr_warmup_factor", 0.001))
+        alpha = step / warmup
+        factor = start * (1 - alpha) + alpha
+    epoch = math.floor(step / per_epoch)
+    gamma = float(_get(config, "lr_gamma", 0.1))
+    return factor * gamma ** sum(epoch >= int(m) for m in _get(config, "lr_steps", []))
+
+
+# -- evaluation ------------------------------------------------------------------------------
+
+def coco_results(image_ids: Sequence[int], outputs: Sequence[Mapping[str, torch.Tensor]],
+                 iou_types: Sequence[str]) -> list[dict]:
+    """Detections in COCO's result format: ``{image_id, category_id, bbox [x, y, w, h],
+    score}`` (with ``segmentation``, an RLE of the mask above 0.5, for ``segm``)."""
+    import pycocotools.mask as mask_util
+
+    results = []
+    for image_id, output in zip(image_ids, outputs):
+        boxes = output["boxes"].float().cpu()
+        boxes[:, 2:] -= boxes[:, :2]
+        scores, labels = output["scores"].float().cpu().tolist(), output["labels"].cpu().tolist()
+        rles = []
+        if "segm" in iou_types:
+            masks = (output["masks"][:, 0] > 0.5).cpu().numpy().astype(np.uint8)
+            for mask in masks:
+                rle = mask_util.encode(np.asfortranarray(mask))
+                rle["counts"] = rle["counts"].decode("ascii")
+                rles.append(rle)
+        for k, box in enumerate(boxes.tolist()):
+            result = {"image_id": int(image_id), "category_id": int(labels[k]), "bbox": box,
+                      "score": scores[k]}
+            if rles:
+                result["segmentation"] = rles[k]
+            results.append(result)
+    return results
+
+
+def coco_map(coco, results: list[dict], iou_type: str) -> float:
+    """COCO AP@[.5:.95] of ``results`` (:func:`coco_results`) against the ground truth ``coco``
+    (pycocotools' ``COCOeval``, ``stats[0]``), a fraction in [0, 1]; 0 without detections."""
+    from pycocotools.cocoeval import COCOeval
+
+    if not results:
+        return 0.0
+    # loadRes reads a result by its first key among bbox and segmentation: one kind per call.
+    other = "segmentation" if iou_type == "bbox" else "bbox"
+    results = [{k: v for k, v in result.items() if k != other} for result in results]
+    with _quiet():
+        evaluation = COCOeval(coco, coco.loadRes(results), iou_type)
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return max(0.0, float(evaluation.stats[0]))  # -1: no ground truth at all
+
+
+def _gather(items: list, world_size: int) -> list:
+    if world_size <= 1 or not torch.distributed.is_initialized():
+        return items
+    everyone: list = [None] * world_size
+    torch.distributed.all_gather_object(everyone, items)
+    return [item for part in everyone for item in part]
+
+
+# -- the case ----------------------------------------------------------------------------------
+
+def detection_case(config: Mapping[str, Any], data_dir: Path,
+                   build_model: Callable[[], torch.nn.Module], *, metric: str,
+                   config_key: str, world_size: int = 1,
+                   model_info: Mapping[str, Any] | None = None) -> TrainingCase:
+    """The detection case on ``<data_dir>/{train2017,val2017}`` and their annotations.
+
+    Args:
+        config: the effective configuration (keys in the module docstring).
+        build_model: a torchvision detector: ``model(images, targets)`` in training returns
+            its losses, ``model(images)`` in evaluation its detections.
+        metric: the target metric's name (``mAP``: FINISHED ``final_mAP``), the AP of the first
+            of ``iou_types``; the AP of each other type is reported as ``final_map_<type>``
+            (with ``target_map_<type>`` when the config has it), without bearing on
+            ``converged``.
+        config_key: the config key holding the target (an AP fraction, e.g. 0.36).
+        world_size: ranks evaluating shards of the validation set (detections are gathered).
+
+    Evaluation runs through the trainer's sums: each validation batch's detections are kept on
+    the rank, and the metric (called on every rank after the sums are reduced) gathers them
+    from all ranks and scores them with ``COCOeval`` against the split's annotations.
+
+    Raises:
+        FileNotFoundError: a split folder or annotation file is missing.
+        ValueError: an unknown ``iou_types`` entry.
+    """
+    iou_types = [str(t) for t in _get(config, "iou_types", ["bbox"])]
+    if not iou_types or any(t not in IOU_TYPES for t in iou_types):
+        raise ValueError(f"config iou_types: {iou_types}, expected a list of {IOU_TYPES}")
+    masks = "segm" in iou_types
+    cache = bool(_get(config, "cache_images", False))
+    train_set = CocoDetection(data_dir, "train", train=True, masks=masks,
+                              hflip=float(_get(config, "hflip_prob", 0.5)),
+                              vflip=float(_get(config, "vflip_prob", 0.0)),
+                              repeats=int(_get(config, "train_repeats", 1)), cache=cache)
+    val_set = CocoDetection(data_dir, "val", train=False, masks=False, cache=cache)
+    pending: list[dict] = []
+    last: dict[str, float] = {}
+
+    def train_loss(model, batch):
+        _, images, targets = batch
+        return sum(model(images, targets).values())
+
+    def detect(model, batch):
+        image_ids, images, _ = batch
+        pending.extend(coco_results(image_ids.tolist(), model(images), iou_types))
+        return {"images": len(images)}
+
+    def score(sums) -> float:
+        results = _gather(list(pending), world_size)
+        pending.clear()
+        for iou_type in iou_types:
+            last[iou_type] = coco_map(val_set.coco, results, iou_type)
+        return last[iou_types[0]]
+
+    def other_figures() -> dict[str, Any]:
+        # Reported beside the target's, never part of convergence (the contract has one target).
+        figures: dict[str, Any] = {}
+        for iou_type in iou_types[1:]:
+            figures[f"final_map_{iou_type}"] = last.get(iou_type)
+            if config.get(f"target_map_{iou_type}") is not None:
+                figures[f"target_map_{iou_type}"] = float(config[f"target_map_{iou_type}"])
+        return figures
+
+    return TrainingCase(
+        train_set=train_set, val_set=val_set, build_model=build_model,
+        create_optimizer=lambda model, ctx: make_optimizer(model, config),
+        train_loss=train_loss, eval_sum_names=("images",), eval_sums=detect, eval_metric=score,
+        target=Target(metric, float(config[config_key]), higher_is_better=True),
+        create_scheduler=lambda optimizer, plan: torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: lr_factor(step, plan, config)),
+        model_info={"num_classes": int(config["num_classes"]),
+                    "train_images": len(train_set.ids), **(model_info or {})},
+        collate_fn=collate, eval_collate_fn=collate,
+        finished_figures=other_figures if len(iou_types) > 1 else None,
+    )
+
+
+def run_case(description: str, model: str, metric: str, config_key: str,
+             build_model: Callable[[Mapping[str, Any], Path], torch.nn.Module]) -> int:
+    """A detection case's entry point: the trainer from the command line (``--config``,
+    ``--output_dir``, ``--data_dir``) and the case of :func:`detection_case` with
+    ``build_model(config, data_dir)``; returns the exit status (0: trained to the end)."""
+    trainer = Trainer.from_command_line(description, model=model)
+    config, data_dir = trainer.config, trainer.data_dir
+    return trainer.fit(detection_case(
+        config, data_dir, lambda: build_model(config, data_dir), metric=metric,
+        config_key=config_key, world_size=trainer.info.world_size))
