@@ -16,11 +16,17 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[local,test]'
 	touch $@
 
-data: data/digits/val/.complete data/digits/BiT-R14x1-random.npz
+COCO := data/coco2017/annotations/instances_val2017.json data/coco2017/checkpoint/resnet10-random.pth
+
+data: data/digits/val/.complete data/digits/BiT-R14x1-random.npz $(COCO)
 
 # The digits in the ImageNet layout and the bigtransfer cpu profile's checkpoint (one command).
 data/digits/val/.complete data/digits/BiT-R14x1-random.npz &: $(VENV)/.installed
 	$(PY) -m flagperf_ansible data prepare digits data/digits
+
+# The coins in the COCO 2017 layout and the detection cpu profiles' backbone checkpoint.
+$(COCO) &: $(VENV)/.installed
+	$(PY) -m flagperf_ansible data prepare coco2017 data/coco2017
 
 run: install data
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m flagperf_ansible run -i inventories/local

@@ -27,7 +27,8 @@ def plan_for(project, settings, hosts=("localhost",)):
     return prepare(project, str(inventory)).plan
 
 
-CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer"]
+CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer",
+           "faster_rcnn", "retinanet", "mask_rcnn"]
 
 
 #: The local inventory's base cases and their processes per node.
@@ -36,7 +37,7 @@ BASE = {"computation": 1, "main_memory-bandwidth": 1, "main_memory-capacity": 1,
         "interconnect-all_reduce": 2}
 
 
-def test_local_inventory_plans_a_round_of_each_base_and_vision_case(project):
+def test_local_inventory_plans_a_round_of_each_base_and_training_case(project):
     plan = prepare(project, str(project / "inventories/local")).plan
     assert [r["key"] for r in plan["rounds"]] == [
         f"{m}-pytorch-base-cpux1x{n}/round1" for m, n in BASE.items()] + [
@@ -84,7 +85,7 @@ def test_validate_command_accepts_the_local_inventory(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert ("13 round(s): computation-pytorch-base-cpux1x1, main_memory-bandwidth-pytorch-base-"
+    assert ("16 round(s): computation-pytorch-base-cpux1x1, main_memory-bandwidth-pytorch-base-"
             "cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
 
 
