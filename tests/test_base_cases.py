@@ -163,6 +163,19 @@ def test_a_pair_case_on_one_rank_fails_with_one_clear_line(case, tmp_path):
     assert "Traceback" not in log and "FINISHED" not in log
 
 
+def test_a_bad_sweep_under_torchrun_stops_every_rank_with_one_line(tmp_path):
+    """Through the real launcher, with the process group up: each rank of the all-reduce stops
+    on the bad sweep with its one line, and torchrun ends failed instead of waiting."""
+    done, output = run_case("interconnect-all_reduce", tmp_path, nproc=2,
+                            **{**SMALL_SWEEP, "factor": 1})
+    assert done.returncode != 0
+    for rank in (0, 1):
+        log = (output / f"rank{rank}.out.log").read_text()
+        errors = [line for line in log.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "factor 1" in errors[0], log[-2000:]
+        assert "Traceback" not in log and "FINISHED" not in log
+
+
 def test_a_fault_ends_the_rank_with_its_traceback(tmp_path):
     done, output = run_case("main_memory-bandwidth", tmp_path, size_mib=-1)
     assert done.returncode == 1

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from case_model import case_model
 from flagperf_ansible.datasets.bit_checkpoint import write_bit_npz
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,11 +24,7 @@ CLASSES = 16
 @pytest.fixture(scope="module")
 def build_model():
     """The case's ``build_model``, loaded under its own name (every case has a model.py)."""
-    spec = importlib.util.spec_from_file_location(
-        "bigtransfer_model", ROOT / "benchmarks/bigtransfer/pytorch/model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.build_model
+    return case_model("bigtransfer").build_model
 
 
 def test_writing_twice_gives_the_same_bytes(tmp_path):

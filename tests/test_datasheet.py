@@ -7,7 +7,7 @@ import pytest
 from flagperf_ansible.cases import load_case
 from flagperf_ansible.datasheet import Datasheet, datasheet_basis
 from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.report import summary_html, summary_markdown
+from flagperf_ansible.report import _plot_title, summary_html, summary_markdown
 from flagperf_ansible.summary import write_summary
 from flagperf_ansible.vendor import load_vendor
 from run_outputs import make_suite_run
@@ -125,6 +125,14 @@ def test_base_figures_against_the_datasheet_sweep_and_formulas_in_the_report(tmp
     assert "| 4096 | 400 | 105 | 105 | 2 |" in text
     page = summary_html(tmp_path, summary)
     assert 'alt="bandwidth vs message size"' in page and "35.0 % of spec" in page
+
+
+def test_plots_of_a_profile_say_so_in_their_title():
+    case = {"case_id": "c-pytorch-cpux1x1", "profile": {"name": "cpu", "reduced": ["steps"]}}
+    assert _plot_title(case, "bandwidth vs message size") == (
+        "c-pytorch-cpux1x1: bandwidth vs message size\n"
+        "profile: cpu, not the standard configuration (reduced: steps)")
+    assert _plot_title({"case_id": "c", "profile": None}, "x") == "c: x"
 
 
 def test_a_base_figure_not_measured_needs_a_reason_and_one_must_be_measured(tmp_path):

@@ -14,16 +14,12 @@ published figures, and the shared detection code (benchmarks/driver/torch/detect
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
+from case_model import case_model
 from driver.torch import detection
 from driver.torch.trainer import TrainingPlan
 from flagperf_ansible import datasets
@@ -39,17 +35,6 @@ PUBLISHED_PARAMS = {
     "mask_rcnn": 44_401_393,
 }
 CASES = list(PUBLISHED_PARAMS)
-#: The target metric of each case, as FINISHED names it.
-TARGET_METRIC = {"faster_rcnn": "mAP", "retinanet": "mAP", "mask_rcnn": "map_bbox"}
-
-
-def case_module(model: str):
-    """The case's ``model.py``, imported under a name of its own (every case has one)."""
-    path = ROOT / "benchmarks" / model / "pytorch" / "model.py"
-    spec = importlib.util.spec_from_file_location(f"detection_catalog_{model}_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def profile_config(model: str, hardware: str = "standard") -> dict:
@@ -76,7 +61,7 @@ def test_standard_model_has_the_published_parameter_count(model):
     config = profile_config(model)
     config["init_checkpoint"] = None
     with torch.device("meta"):
-        net = case_module(model).build_model(config)
+        net = case_model(model).build_model(config)
     assert sum(p.numel() for p in net.parameters()) == PUBLISHED_PARAMS[model]
     # FlagPerf's builder freezes conv1 and layer1 of the ImageNet backbone (3 trainable stages).
     frozen = [n for n, p in net.named_parameters() if not p.requires_grad]
@@ -93,7 +78,7 @@ def test_cpu_checkpoint_is_pinned_and_loads(model, coins):
     assert hashlib.sha256(data).hexdigest() == pinned["sha256"]
     assert params["init_checkpoint"] == pinned["path"]
     state = detection.load_resnet_state(coins / pinned["path"])
-    net = case_module(model).build_model(profile_config(model, "cpu"), coins)
+    net = case_model(model).build_model(profile_config(model, "cpu"), coins)
     body = net.backbone.body.state_dict()
     assert torch.equal(body["layer3.0.conv2.weight"], state["layer3.0.conv2.weight"])
 

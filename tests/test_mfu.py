@@ -1,9 +1,9 @@
 """MFU inputs: the case's FLOPs per unit and the vendor's datasheet peaks, checked at plan time."""
 
-import importlib.util
 
 import pytest
 
+from case_model import case_model
 from flagperf_ansible.cases import load_case
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.mfu import flops_per_unit, round_mfu
@@ -92,12 +92,7 @@ def test_declared_flops_match_torch_flop_counter_on_the_case_model(project):
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
-    # Every case has a model.py: import this one under a name of its own.
-    spec = importlib.util.spec_from_file_location(
-        "test_mfu_resnet50_model", project / "benchmarks/resnet50/pytorch/model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    model = module.build_model({"zero_init_residual": False}, 10).eval()
+    model = case_model("resnet50").build_model({"zero_init_residual": False}, 10).eval()
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(torch.zeros(1, 3, 32, 32))
     forward = counter.get_total_flops()

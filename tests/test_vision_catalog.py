@@ -11,7 +11,6 @@ shared classification code (benchmarks/driver/torch/classification.py) on its ow
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import math
 from collections import Counter
@@ -21,9 +20,11 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from case_model import case_model
 from driver.convergence import Target
 from driver.perflog import PerfLogger
 from driver.torch import classification
+from driver.torch.optimizers import make_optimizer
 from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan
 from flagperf_ansible.cases import load_case, profile_of
 from flagperf_ansible.mfu import flops_per_unit
@@ -44,15 +45,6 @@ PUBLISHED_PARAMS = {
 CASES = list(PUBLISHED_PARAMS)
 
 
-def case_module(model: str):
-    """The case's ``model.py``, imported under a name of its own (every case has one)."""
-    path = ROOT / "benchmarks" / model / "pytorch" / "model.py"
-    spec = importlib.util.spec_from_file_location(f"vision_catalog_{model}_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def standard_params(model: str) -> dict:
     """The case's standard configuration, without an initial checkpoint (none is read here)."""
     params = dict(load_case(ROOT, model, "pytorch").standard.params)
@@ -62,7 +54,7 @@ def standard_params(model: str) -> dict:
 
 def meta_model(model: str, config: dict, num_classes: int = 1000) -> torch.nn.Module:
     with torch.device("meta"):
-        return case_module(model).build_model(config, num_classes).eval()
+        return case_model(model).build_model(config, num_classes).eval()
 
 
 def forward_flops(net: torch.nn.Module, crop: int) -> int:
@@ -279,7 +271,7 @@ def test_make_optimizer_puts_one_dimensional_parameters_in_the_norm_group():
     model = small_convnet()
     config = {"optimizer": "sgd", "learning_rate": 0.1, "momentum": 0.9, "weight_decay": 1e-4,
               "norm_weight_decay": 0.0}
-    optimizer = classification.make_optimizer(model, config)
+    optimizer = make_optimizer(model, config)
     assert isinstance(optimizer, torch.optim.SGD)
     weights, norms = optimizer.param_groups
     assert {id(p) for p in weights["params"]} == {id(model[0].weight), id(model[3].weight)}
@@ -292,12 +284,12 @@ def test_make_optimizer_puts_one_dimensional_parameters_in_the_norm_group():
 def test_make_optimizer_without_norm_weight_decay_decays_every_parameter_alike():
     config = {"optimizer": "adamw", "learning_rate": 1e-3, "weight_decay": 0.05,
               "norm_weight_decay": None, "adam_betas": [0.9, 0.95]}
-    optimizer = classification.make_optimizer(small_convnet(), config)
+    optimizer = make_optimizer(small_convnet(), config)
     assert isinstance(optimizer, torch.optim.AdamW)
     assert [g["weight_decay"] for g in optimizer.param_groups] == [0.05, 0.05]
     assert optimizer.param_groups[0]["betas"] == (0.9, 0.95)
     with pytest.raises(ValueError, match="optimizer"):
-        classification.make_optimizer(small_convnet(), {**config, "optimizer": "lamb"})
+        make_optimizer(small_convnet(), {**config, "optimizer": "lamb"})
 
 
 # -- gradient clipping in the trainer ----------------------------------------------------------

@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -30,6 +30,13 @@ def load_config(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise SystemExit(f"{path}: expected a mapping of hyper-parameters")
     return config
+
+
+def setting(config: Mapping[str, Any], key: str, default: Any) -> Any:
+    """``config[key]``, or ``default`` where the key is missing or null (a YAML ``~`` means
+    "the case's default")."""
+    value = config.get(key)
+    return default if value is None else value
 
 
 def redirect_rank_output(output_dir: Path, rank: int) -> Path:

@@ -12,8 +12,8 @@ Definition (PaLM, Chowdhery et al. 2022, appendix B "Compute usage and environme
   for Neural Language Models", section 2.1), forward FLOPs = 2 x multiply-adds; activation
   recomputation is not counted (that would be hardware FLOPs utilization);
 * peak FLOP/s is the vendor's datasheet figure per device for the precision the round used
-  (``vendors/<vendor>/vendor.yml: peak_flops``), times the devices of the round
-  (``nnodes x nproc_per_node``, one device per process).
+  (``vendors/<vendor>/vendor.yml: datasheet.<hardware>.peak_flops``), times the devices of the
+  round (``nnodes x nproc_per_node``, one device per process).
 
 Where either side is not declared, MFU is absent (None with the reason), never guessed.
 """
@@ -55,7 +55,7 @@ def flops_per_unit(declared: Mapping[str, Any] | None, config: Mapping[str, Any]
 
 
 def mfu_basis(declared: Mapping[str, Any] | None, precision_map: Mapping[str, str],
-              config: Mapping[str, Any], peaks: Mapping[str, Mapping[str, Any]],
+              config: Mapping[str, Any], datasheet: Mapping[str, Mapping[str, Any]],
               hardware: str, devices: int, throughput: str = THROUGHPUT) -> dict[str, Any]:
     """What the controller needs to compute a round's MFU, decided at plan time.
 
@@ -64,8 +64,9 @@ def mfu_basis(declared: Mapping[str, Any] | None, precision_map: Mapping[str, st
         precision_map: the case's map from its ``precision`` config value to a datasheet
             precision (e.g. ``amp -> bf16``); an unmapped value is used as it is.
         config: the round's effective configuration.
-        peaks: the ``peaks`` of ``vendor.load_vendor``.
-        hardware: the case spec's hardware (e.g. ``A100``).
+        datasheet: the hardware's datasheet (``datasheet.Datasheet.plain()``: the peak of
+            precision ``p`` is its ``peak_flops.<p>`` entry).
+        hardware: the case spec's hardware (e.g. ``A100``), for the reason.
         devices: ``nnodes x nproc_per_node``.
         throughput: the FINISHED figure MFU takes (the case's ``mfu.throughput``).
 
@@ -77,8 +78,8 @@ def mfu_basis(declared: Mapping[str, Any] | None, precision_map: Mapping[str, st
     flops = flops_per_unit(declared, config)
     precision = str(config.get("precision", "fp32"))
     precision = str(precision_map.get(precision, precision))
-    entry = peaks.get(hardware) or {}
-    peak = entry.get(precision)
+    entry = datasheet.get(f"peak_flops.{precision}") or {}
+    peak = entry.get("value")
     reasons = []
     if flops is None:
         reasons.append("the case declares no mfu.flops_per_unit for this configuration")

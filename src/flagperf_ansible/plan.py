@@ -88,7 +88,6 @@ def build_plan(
 
     vendor_def = load_vendor(project, parsed.flagperf_vendor)
     check_vendor_kit(project, parsed.flagperf_vendor)
-    peaks = vendor_def["peaks"]
     source = origin("flagperf_cases")
     cases: list[dict[str, Any]] = []
     rounds: list[dict[str, Any]] = []
@@ -135,14 +134,14 @@ def build_plan(
                       "suite": case.suite, "diagnostic": case.diagnostic,
                       "description": case.spec.description, "contract": contract,
                       "profile": profile, "requirements": list(case.spec.requirements)})
+        sheet = vendor_def["datasheet"].get(spec.hardware) or {}
         mfu = case.spec.mfu
         basis = mfu_basis(mfu.flops_per_unit.model_dump() if mfu else None,
-                          case.spec.precision_peak, config, peaks, spec.hardware,
+                          case.spec.precision_peak, config, sheet, spec.hardware,
                           spec.nnodes * spec.nproc_per_node,
                           mfu.throughput if mfu else case.spec.throughput.figure)
-        compared = datasheet_basis(contract["metrics"],
-                                   vendor_def["datasheet"].get(spec.hardware) or {},
-                                   parsed.flagperf_vendor, spec.hardware, spec.nnodes)
+        compared = datasheet_basis(contract["metrics"], sheet, parsed.flagperf_vendor,
+                                   spec.hardware, spec.nnodes)
         for number in range(1, spec.repeat + 1):
             rounds.append({
                 "key": round_key(spec.case_id, number),

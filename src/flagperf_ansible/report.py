@@ -323,6 +323,13 @@ def read_monitor_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
     return [r["timestamp_ms"] for r in rows], {k: [r[k] for r in rows] for k in names}
 
 
+def _plot_title(case: dict[str, Any], what: str) -> str:
+    """A plot's title: the case and what is drawn, and on a second line its profile label, so
+    that a plot taken out of the page still says it is not the standard configuration."""
+    label = profile_label(case.get("profile"))
+    return f"{case['case_id']}: {what}" + (f"\n{label}" if label else "")
+
+
 def _throughput_plot(case: dict[str, Any]) -> str | None:
     import matplotlib.pyplot as plt
 
@@ -343,7 +350,7 @@ def _throughput_plot(case: dict[str, Any]) -> str | None:
         return None
     ax.set_xlabel("round")
     ax.set_ylabel(" / ".join(sorted(set(rates.values()))))
-    ax.set_title(f"{case['case_id']}: throughput per round")
+    ax.set_title(_plot_title(case, "throughput per round"), fontsize=9)
     ax.legend()
     return _png(fig)
 
@@ -365,7 +372,7 @@ def _sweep_plot(case: dict[str, Any]) -> str:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("GB/s")
-    ax.set_title(f"{case['case_id']}: bandwidth vs message size")
+    ax.set_title(_plot_title(case, "bandwidth vs message size"), fontsize=9)
     ax.legend(fontsize=7)
     return _png(fig)
 

@@ -130,9 +130,9 @@ def read_vendor(project: Path, vendor: str) -> VendorDef:
 
 def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
     """The plan's view of a vendor, from one read of vendor.yml: ``{"hardware": [...],
-    "container": {...}, "python": {framework: interpreter}, "peaks": {hardware: {"source": str,
-    <precision>: FLOP/s}}, "datasheet": {hardware: Datasheet.plain()}}``, container options as
-    the vendor set them, peaks and datasheet empty where it states none.
+    "container": {...}, "python": {framework: interpreter}, "datasheet": {hardware:
+    Datasheet.plain()}}``, container options as the vendor set them, the datasheet empty where
+    it states none.
 
     Raises:
         ConfigError: see ``read_vendor``.
@@ -141,8 +141,5 @@ def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
     return {"hardware": list(definition.hardware),
             "container": definition.container.model_dump(exclude_unset=True),
             "python": {k: v.python for k, v in definition.frameworks.items()},
-            "peaks": {hardware: {"source": sheet.peak_flops.source.strip(),
-                                 **(sheet.peak_flops.model_extra or {})}
-                      for hardware, sheet in definition.datasheet.items() if sheet.peak_flops},
             "datasheet": {hardware: sheet.plain()
                           for hardware, sheet in definition.datasheet.items()}}

@@ -48,30 +48,27 @@ import torchvision
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2 as T
 
+from driver.case_io import setting
 from driver.convergence import Target
+from driver.torch.optimizers import make_optimizer
 from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan
 
 INTERPOLATIONS = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC}
 
 
-def _get(config: Mapping[str, Any], key: str, default: Any) -> Any:
-    value = config.get(key)
-    return default if value is None else value
-
-
 # -- data ------------------------------------------------------------------------------------
 
 def _auto_augment(config: Mapping[str, Any], interpolation: InterpolationMode) -> list:
-    policy = str(_get(config, "auto_augment", "none"))
+    policy = str(setting(config, "auto_augment", "none"))
     if policy == "none":
         return []
     if policy == "ta_wide":
         return [T.TrivialAugmentWide(interpolation=interpolation)]
     if policy == "ra":
-        return [T.RandAugment(magnitude=int(_get(config, "ra_magnitude", 9)),
+        return [T.RandAugment(magnitude=int(setting(config, "ra_magnitude", 9)),
                               interpolation=interpolation)]
     if policy == "augmix":
-        return [T.AugMix(severity=int(_get(config, "augmix_severity", 3)),
+        return [T.AugMix(severity=int(setting(config, "augmix_severity", 3)),
                          interpolation=interpolation)]
     if policy == "imagenet":
         return [T.AutoAugment(T.AutoAugmentPolicy.IMAGENET, interpolation=interpolation)]
@@ -86,8 +83,8 @@ def train_transform(config: Mapping[str, Any]) -> Callable:
         ValueError: an unknown ``train_transform``, ``interpolation`` or ``auto_augment``.
     """
     crop = int(config["train_crop_size"])
-    interpolation = INTERPOLATIONS[str(_get(config, "interpolation", "bilinear"))]
-    kind = str(_get(config, "train_transform", "random_resized_crop"))
+    interpolation = INTERPOLATIONS[str(setting(config, "interpolation", "bilinear"))]
+    kind = str(setting(config, "train_transform", "random_resized_crop"))
     if kind == "random_resized_crop":
         steps = [T.RandomResizedCrop(crop, interpolation=interpolation, antialias=True)]
     elif kind == "resize_crop":
@@ -96,17 +93,17 @@ def train_transform(config: Mapping[str, Any]) -> Callable:
                  T.RandomCrop(crop)]
     elif kind == "random_shift":
         steps = [T.Resize((crop, crop), interpolation=interpolation, antialias=True),
-                 T.RandomCrop(crop, padding=int(_get(config, "random_shift", 0)))]
+                 T.RandomCrop(crop, padding=int(setting(config, "random_shift", 0)))]
     else:
         raise ValueError(f"config train_transform: {kind!r}, expected random_resized_crop, "
                          "resize_crop or random_shift")
-    hflip = float(_get(config, "hflip_prob", 0.5))
+    hflip = float(setting(config, "hflip_prob", 0.5))
     if hflip > 0:
         steps.append(T.RandomHorizontalFlip(hflip))
     steps += _auto_augment(config, interpolation)
     steps += [T.PILToTensor(), T.ToDtype(torch.float32, scale=True),
               T.Normalize(config["normalize_mean"], config["normalize_std"])]
-    erase = float(_get(config, "random_erase", 0.0))
+    erase = float(setting(config, "random_erase", 0.0))
     if erase > 0:
         steps.append(T.RandomErasing(p=erase))
     return T.Compose(steps)
@@ -114,9 +111,9 @@ def train_transform(config: Mapping[str, Any]) -> Callable:
 
 def eval_transform(config: Mapping[str, Any]) -> Callable:
     """The evaluation transform: resize, centre crop, normalise (deterministic)."""
-    interpolation = INTERPOLATIONS[str(_get(config, "interpolation", "bilinear"))]
+    interpolation = INTERPOLATIONS[str(setting(config, "interpolation", "bilinear"))]
     resize, crop = int(config["val_resize_size"]), int(config["val_crop_size"])
-    size = (resize, resize) if _get(config, "val_resize_square", False) else resize
+    size = (resize, resize) if setting(config, "val_resize_square", False) else resize
     return T.Compose([T.Resize(size, interpolation=interpolation, antialias=True),
                       T.CenterCrop(crop), T.PILToTensor(), T.ToDtype(torch.float32, scale=True),
                       T.Normalize(config["normalize_mean"], config["normalize_std"])])
@@ -182,9 +179,9 @@ def mixup_collate(config: Mapping[str, Any], num_classes: int) -> Callable | Non
     """A collate function applying MixUp or CutMix (one at random) to each batch, labels
     becoming class probabilities ``[batch, num_classes]``; None when both alphas are 0."""
     choices = []
-    if float(_get(config, "mixup_alpha", 0.0)) > 0:
+    if float(setting(config, "mixup_alpha", 0.0)) > 0:
         choices.append(T.MixUp(alpha=float(config["mixup_alpha"]), num_classes=num_classes))
-    if float(_get(config, "cutmix_alpha", 0.0)) > 0:
+    if float(setting(config, "cutmix_alpha", 0.0)) > 0:
         choices.append(T.CutMix(alpha=float(config["cutmix_alpha"]), num_classes=num_classes))
     if not choices:
         return None
@@ -197,29 +194,6 @@ def mixup_collate(config: Mapping[str, Any], num_classes: int) -> Callable | Non
 
 # -- optimisation ----------------------------------------------------------------------------
 
-def make_optimizer(model: torch.nn.Module, config: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """``optimizer`` over the model's parameters, with ``norm_weight_decay`` on 1-D ones.
-
-    Raises:
-        ValueError: ``optimizer`` is not sgd or adamw.
-    """
-    decay = float(_get(config, "weight_decay", 0.0))
-    norm_decay = float(_get(config, "norm_weight_decay", decay))
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.ndim > 1], "weight_decay": decay},
-              {"params": [p for p in params if p.ndim <= 1], "weight_decay": norm_decay}]
-    lr = float(config["learning_rate"])
-    kind = str(_get(config, "optimizer", "sgd"))
-    if kind == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=float(_get(config, "momentum", 0.0)),
-                               nesterov=bool(_get(config, "nesterov", False)))
-    if kind == "adamw":
-        betas = tuple(float(b) for b in _get(config, "adam_betas", (0.9, 0.999)))
-        return torch.optim.AdamW(groups, lr=lr, betas=betas,
-                                 eps=float(_get(config, "adam_eps", 1e-8)))
-    raise ValueError(f"config optimizer: {kind!r}, expected sgd or adamw")
-
-
 def lr_factor(step: int, plan: TrainingPlan, config: Mapping[str, Any]) -> float:
     """The learning rate at optimizer update ``step`` (0-based) as a factor of the peak.
 
@@ -227,30 +201,30 @@ def lr_factor(step: int, plan: TrainingPlan, config: Mapping[str, Any]) -> float
         ValueError: an unknown ``lr_scheduler`` or ``lr_warmup_method``.
     """
     scale = 1.0
-    if _get(config, "lr_scale_batch", 0):
+    if setting(config, "lr_scale_batch", 0):
         scale = plan.global_batch_size / float(config["lr_scale_batch"])
     return scale * _schedule(step, plan, config)
 
 
 def _schedule(step: int, plan: TrainingPlan, config: Mapping[str, Any]) -> float:
     total = plan.total_steps
-    if _get(config, "lr_schedule_per_epoch", False):
+    if setting(config, "lr_schedule_per_epoch", False):
         period = max(1, int(plan.steps_per_epoch))
         step, total = step % period, period
-    warmup = int(_get(config, "lr_warmup_steps", 0)) or round(
-        float(_get(config, "lr_warmup_epochs", 0)) * plan.steps_per_epoch)
+    warmup = int(setting(config, "lr_warmup_steps", 0)) or round(
+        float(setting(config, "lr_warmup_epochs", 0)) * plan.steps_per_epoch)
     if step < warmup:
-        method = str(_get(config, "lr_warmup_method", "linear"))
-        start = float(_get(config, "lr_warmup_decay", 0.01))
+        method = str(setting(config, "lr_warmup_method", "linear"))
+        start = float(setting(config, "lr_warmup_decay", 0.01))
         if method == "linear":
             return start + (1.0 - start) * step / warmup
         if method == "constant":
             return start
         raise ValueError(f"config lr_warmup_method: {method!r}, expected linear or constant")
-    kind = str(_get(config, "lr_scheduler", "cosine"))
-    gamma = float(_get(config, "lr_gamma", 0.1))
+    kind = str(setting(config, "lr_scheduler", "cosine"))
+    gamma = float(setting(config, "lr_gamma", 0.1))
     if kind == "cosine":
-        floor = float(_get(config, "lr_min", 0.0)) / float(config["learning_rate"])
+        floor = float(setting(config, "lr_min", 0.0)) / float(config["learning_rate"])
         progress = min(1.0, (step - warmup) / max(1, total - warmup))
         return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
     if kind == "step":
@@ -288,12 +262,12 @@ def classification_case(config: Mapping[str, Any], data_dir: Path,
         FileNotFoundError: a split folder is missing or empty.
         ValueError: an unknown transform, augmentation, optimizer or schedule.
     """
-    cache = bool(_get(config, "cache_images", False))
+    cache = bool(setting(config, "cache_images", False))
     train_set = image_folder(data_dir / "train", train_transform(config), cache)
     val_set = image_folder(data_dir / "val", eval_transform(config), cache)
     num_classes = len(train_set.classes)
-    smoothing = float(_get(config, "label_smoothing", 0.0))
-    reps = int(_get(config, "ra_reps", 0))
+    smoothing = float(setting(config, "label_smoothing", 0.0))
+    reps = int(setting(config, "ra_reps", 0))
 
     def train_loss(model, batch):
         images, labels = batch

@@ -52,17 +52,14 @@ from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops import misc as misc_ops
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
+from driver.case_io import setting
 from driver.convergence import Target
+from driver.torch.optimizers import make_optimizer
 from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan
 
 BLOCKS = {"bottleneck": torchvision.models.resnet.Bottleneck,
           "basic": torchvision.models.resnet.BasicBlock}
 IOU_TYPES = ("bbox", "segm")
-
-
-def _get(config: Mapping[str, Any], key: str, default: Any) -> Any:
-    value = config.get(key)
-    return default if value is None else value
 
 
 def _quiet():
@@ -203,15 +200,15 @@ def resnet_fpn_backbone(config: Mapping[str, Any], data_dir: Path | None,
             or one of another shape.
         FileNotFoundError: see :func:`load_resnet_state`.
     """
-    block = str(_get(config, "backbone_block", "bottleneck"))
+    block = str(setting(config, "backbone_block", "bottleneck"))
     if block not in BLOCKS:
         raise ValueError(f"config backbone_block: {block!r}, expected one of {', '.join(BLOCKS)}")
-    layers = [int(n) for n in _get(config, "backbone_layers", [3, 4, 6, 3])]
-    frozen = bool(_get(config, "frozen_batchnorm", True))
+    layers = [int(n) for n in setting(config, "backbone_layers", [3, 4, 6, 3])]
+    frozen = bool(setting(config, "frozen_batchnorm", True))
     norm = misc_ops.FrozenBatchNorm2d if frozen else torch.nn.BatchNorm2d
     resnet = torchvision.models.resnet.ResNet(BLOCKS[block], layers, norm_layer=norm)
     checkpoint = config.get("init_checkpoint")
-    returned = [int(n) for n in _get(config, "returned_layers", [1, 2, 3, 4])]
+    returned = [int(n) for n in setting(config, "returned_layers", [1, 2, 3, 4])]
     if checkpoint:
         path = Path(data_dir or ".") / str(checkpoint)
         state = load_resnet_state(path)
@@ -226,17 +223,17 @@ def resnet_fpn_backbone(config: Mapping[str, Any], data_dir: Path | None,
             resnet.load_state_dict(state, strict=False)
         except RuntimeError as error:
             raise ValueError(f"{path}: {error}") from None
-    channels = int(_get(config, "fpn_channels", 256))
+    channels = int(setting(config, "fpn_channels", 256))
     extra = LastLevelP6P7(channels, channels) if retinanet else None
     if channels != 256:
         return _narrow_fpn(resnet, config, returned, extra, channels)
-    return _resnet_fpn_extractor(resnet, int(_get(config, "trainable_backbone_layers", 3)),
+    return _resnet_fpn_extractor(resnet, int(setting(config, "trainable_backbone_layers", 3)),
                                  returned_layers=returned, extra_blocks=extra)
 
 
 def _narrow_fpn(resnet, config, returned, extra, channels) -> BackboneWithFPN:
     # _resnet_fpn_extractor fixes 256 FPN channels; this is its body with another width.
-    trainable = int(_get(config, "trainable_backbone_layers", 3))
+    trainable = int(setting(config, "trainable_backbone_layers", 3))
     to_train = ["layer4", "layer3", "layer2", "layer1", "conv1"][:trainable]
     if trainable == 5:
         to_train.append("bn1")
@@ -262,7 +259,7 @@ def detector_options(config: Mapping[str, Any],
             options[key] = tuple(int(v) for v in value) if isinstance(value, list) else int(value)
     if config.get("anchor_sizes"):
         sizes = tuple(tuple(int(s) for s in level) for level in config["anchor_sizes"])
-        ratios = tuple(float(r) for r in _get(config, "aspect_ratios", [0.5, 1.0, 2.0]))
+        ratios = tuple(float(r) for r in setting(config, "aspect_ratios", [0.5, 1.0, 2.0]))
         options[anchor_key] = AnchorGenerator(sizes, (ratios,) * len(sizes))
     return options
 
@@ -283,7 +280,7 @@ def rcnn_options(config: Mapping[str, Any], out_channels: int, masks: bool = Fal
     num_classes = int(config["num_classes"])
     options: dict[str, Any] = {"num_classes": num_classes, **detector_options(config)}
     options.update({key: int(config[key]) for key in RCNN_KEYS if config.get(key) is not None})
-    levels = [str(k) for k in range(len(_get(config, "returned_layers", [1, 2, 3, 4])))]
+    levels = [str(k) for k in range(len(setting(config, "returned_layers", [1, 2, 3, 4])))]
     if len(levels) != 4:
         options["box_roi_pool"] = MultiScaleRoIAlign(levels, 7, 2)
         if masks:
@@ -298,14 +295,6 @@ def rcnn_options(config: Mapping[str, Any], out_channels: int, masks: bool = Fal
 
 # -- optimisation ----------------------------------------------------------------------------
 
-def make_optimizer(model: torch.nn.Module, config: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """FlagPerf's SGD over the parameters that require gradients (frozen stages excluded)."""
-    return torch.optim.SGD([p for p in model.parameters() if p.requires_grad],
-                           lr=float(config["learning_rate"]),
-                           momentum=float(_get(config, "momentum", 0.9)),
-                           weight_decay=float(_get(config, "weight_decay", 0.0)))
-
-
 def lr_factor(step: int, plan: TrainingPlan, config: Mapping[str, Any]) -> float:
     """The learning rate at optimizer update ``step`` (0-based) as a factor of
     ``learning_rate``: torchvision's detection references as FlagPerf runs them, a linear warmup
@@ -313,15 +302,15 @@ def lr_factor(step: int, plan: TrainingPlan, config: Mapping[str, Any]) -> float
     first epoch (``utils.warmup_lr_scheduler``), times ``lr_gamma`` once per epoch of
     ``lr_steps`` reached (``MultiStepLR`` stepped at the end of every epoch; epochs 0-based)."""
     per_epoch = max(plan.steps_per_epoch, 1e-9)
-    warmup = min(int(_get(config, "lr_warmup_steps", 1000)), math.ceil(per_epoch) - 1)
+    warmup = min(int(setting(config, "lr_warmup_steps", 1000)), math.ceil(per_epoch) - 1)
     factor = 1.0
     if step < warmup:
-        start = float(_get(config, "lr_warmup_factor", 0.001))
+        start = float(setting(config, "lr_warmup_factor", 0.001))
         alpha = step / warmup
         factor = start * (1 - alpha) + alpha
     epoch = math.floor(step / per_epoch)
-    gamma = float(_get(config, "lr_gamma", 0.1))
-    return factor * gamma ** sum(epoch >= int(m) for m in _get(config, "lr_steps", []))
+    gamma = float(setting(config, "lr_gamma", 0.1))
+    return factor * gamma ** sum(epoch >= int(m) for m in setting(config, "lr_steps", []))
 
 
 # -- evaluation ------------------------------------------------------------------------------
@@ -406,15 +395,15 @@ def detection_case(config: Mapping[str, Any], data_dir: Path,
         FileNotFoundError: a split folder or annotation file is missing.
         ValueError: an unknown ``iou_types`` entry.
     """
-    iou_types = [str(t) for t in _get(config, "iou_types", ["bbox"])]
+    iou_types = [str(t) for t in setting(config, "iou_types", ["bbox"])]
     if not iou_types or any(t not in IOU_TYPES for t in iou_types):
         raise ValueError(f"config iou_types: {iou_types}, expected a list of {IOU_TYPES}")
     masks = "segm" in iou_types
-    cache = bool(_get(config, "cache_images", False))
+    cache = bool(setting(config, "cache_images", False))
     train_set = CocoDetection(data_dir, "train", train=True, masks=masks,
-                              hflip=float(_get(config, "hflip_prob", 0.5)),
-                              vflip=float(_get(config, "vflip_prob", 0.0)),
-                              repeats=int(_get(config, "train_repeats", 1)), cache=cache)
+                              hflip=float(setting(config, "hflip_prob", 0.5)),
+                              vflip=float(setting(config, "vflip_prob", 0.0)),
+                              repeats=int(setting(config, "train_repeats", 1)), cache=cache)
     val_set = CocoDetection(data_dir, "val", train=False, masks=False, cache=cache)
     pending: list[dict] = []
     last: dict[str, float] = {}
