@@ -181,13 +181,13 @@ def pins(requirements: list[str]) -> dict[str, str]:
 
 
 def test_one_torch_for_make_run_and_the_vendor_images():
-    """make run (the `local` extra), the cpu image and the nvidia image pin the same torch and
-    torchvision; the `local` extra brings the rest of the benchmark side."""
+    """make run (the `local` extra), the cpu image and the nvidia image pin the same torch,
+    torchvision and torchaudio; the `local` extra brings the rest of the benchmark side."""
     local = PYPROJECT["project"]["optional-dependencies"]["local"]
     local_names = {canonicalize_name(Requirement(r).name) for r in local}
     assert {"torch", "torchvision", "transformers", "scikit-learn", "numpy", "pillow"} <= local_names
-    expected = {k: v for k, v in pins(local).items() if k in ("torch", "torchvision")}
-    assert set(expected) == {"torch", "torchvision"}
+    expected = {k: v for k, v in pins(local).items() if k in ("torch", "torchvision", "torchaudio")}
+    assert set(expected) == {"torch", "torchvision", "torchaudio"}
     for vendor in ("cpu", "nvidia"):
         path = ROOT / "vendors" / vendor / "docker_image" / "pytorch" / "requirements.txt"
         found = pins(path.read_text().splitlines())

@@ -99,6 +99,17 @@ def test_terminates_after_max_steps_mid_epoch_and_evaluates_the_last_model():
     assert done["p_whole"] == pytest.approx(40 / done["raw_train_time"])
 
 
+def test_a_case_counting_other_units_gets_its_throughput_in_them_and_samples_beside():
+    # Tokens: 3 per sample (say), counted per training batch, held back until the update.
+    case = Regression().case
+    case.units = ("tokens", lambda batch: 3 * len(batch[0]))
+    done = finished(train({"max_samples": 40, "gradient_accumulation_steps": 2}, case))
+    assert (done["num_trained_samples"], done["num_trained_tokens"]) == (48, 144)
+    assert done["p_train"] == pytest.approx(144 / done["train_no_eval_time"])
+    assert done["p_whole"] == pytest.approx(144 / done["raw_train_time"])
+    assert done["p_train_samples"] == pytest.approx(48 / done["train_no_eval_time"])
+
+
 def test_terminates_after_max_samples_at_the_first_update_past_them():
     # Updates of 2 x 8 samples: 32 samples after 2, 48 after 3.
     events = train({"max_samples": 40, "gradient_accumulation_steps": 2}, Regression().case)

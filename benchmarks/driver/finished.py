@@ -9,6 +9,12 @@ Figures (seconds, samples/s), as FlagPerf's trainers define them:
 * ``p_whole = num_trained_samples / raw_train_time``,
   ``p_train = num_trained_samples / train_no_eval_time``,
   ``p_core = num_trained_samples / pure_compute_time``.
+
+A case whose throughput is counted in another unit (tokens, mel frames, audio samples: its
+``case.yml: throughput.unit``) passes ``units=(name, count)``: ``num_trained_<name>`` is then the
+count over all ranks and the three ``p_*`` are in ``<name>``/s, as FlagPerf's language and
+speech trainers report them; samples stay in ``num_trained_samples`` and
+``p_train_samples = num_trained_samples / train_no_eval_time``.
 """
 
 from __future__ import annotations
@@ -62,11 +68,14 @@ class RoundClock:
         self.sync()
         self.eval_time += time.perf_counter() - start
 
-    def finished(self, num_trained_samples: int, converged: bool, **results: Any) -> dict[str, Any]:
-        """The FINISHED event's value; ``results`` adds ``final_<metric>``, ``target_<metric>``..."""
+    def finished(self, num_trained_samples: int, converged: bool,
+                 units: tuple[str, int] | None = None, **results: Any) -> dict[str, Any]:
+        """The FINISHED event's value; ``units`` the throughput's unit and count when it is not
+        samples; ``results`` adds ``final_<metric>``, ``target_<metric>``..."""
         raw = max(self.train_end - self.train_start, 1e-9)
         no_eval = max(raw - self.eval_time, 1e-9)
         compute = max(self.compute_time, 1e-9)
+        work = num_trained_samples if units is None else units[1]
         figures = {
             "e2e_time": time.time() - self.process_start,
             "init_time": self.init_end - self.init_start,
@@ -74,10 +83,13 @@ class RoundClock:
             "train_no_eval_time": no_eval,
             "pure_compute_time": compute,
             "num_trained_samples": num_trained_samples,
-            "p_whole": num_trained_samples / raw,
-            "p_train": num_trained_samples / no_eval,
-            "p_core": num_trained_samples / compute,
+            "p_whole": work / raw,
+            "p_train": work / no_eval,
+            "p_core": work / compute,
             "converged": bool(converged),
         }
+        if units is not None:
+            figures[f"num_trained_{units[0]}"] = units[1]
+            figures["p_train_samples"] = num_trained_samples / no_eval
         figures.update(results)
         return figures

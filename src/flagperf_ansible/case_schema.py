@@ -10,9 +10,9 @@ Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
   ``datasheet_across_nodes``; ``flagperf_ansible.datasheet``);
 * ``target``: for training, the convergence target (metric, comparison, the config key holding
   the value); for inference, the accuracy bound; base cases have none;
-* ``throughput``: the FINISHED figure of throughput, its unit (samples, tokens, images,
-  mel_frames, queries, bytes, flop) and the FINISHED key counting the units of work (energy per
-  unit divides by it);
+* ``throughput``: the FINISHED figure of throughput, its unit (samples, sequences, tokens,
+  images, mel_frames, audio_samples, queries, bytes, flop) and the FINISHED key counting the
+  units of work (energy per unit divides by it);
 * ``mfu``: which throughput figure MFU takes and the FLOPs per unit with their source: a constant,
   a constant scaled by a config key (``scale_key``, ``reference``, ``exponent``), or a formula of
   config keys (``formula``: + - * / ** and parentheses over numbers and key names, parsed, never
@@ -51,7 +51,8 @@ from flagperf_ansible.settings import check_env
 from flagperf_ansible.suites import SUITES
 
 #: Units a throughput is counted in (per second).
-THROUGHPUT_UNITS = ("samples", "tokens", "images", "mel_frames", "queries", "bytes", "flop")
+THROUGHPUT_UNITS = ("samples", "sequences", "tokens", "images", "mel_frames", "audio_samples",
+                    "queries", "bytes", "flop")
 #: FINISHED keys and config keys: identifiers, as FlagPerf's ``throughput(ips)_raw`` aside.
 KEY_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_()]*")
 #: What a profile may declare it shrinks.

@@ -18,11 +18,11 @@ linearly at its two ends; energy per unit of work divides by the contract's thro
     E = sum_i (P_i + P_{i+1}) / 2 * (t_{i+1} - t_i)            t in s, P in W
     energy_per_<unit>_j = E_devices / (FINISHED[count] / scale)
 
-``<unit>`` is the throughput unit in the singular (sample, image, token, query, mel_frame, byte;
-``tflop`` with scale 1e12 for FLOP counts), e.g. ``energy_per_image_j``; ``overall.energy_unit``
-names it. ``E_devices`` sums every device of every node; the host figure
-(``host_energy_per_<unit>_j``, RAPL or IPMI) is kept apart, since for the ``cpu`` vendor both
-count the same packages. Either is ``None`` where a device or host lacks power samples that
+``<unit>`` is the throughput unit in the singular (sample, sequence, image, token, query,
+mel_frame, audio_sample, byte; ``tflop`` with scale 1e12 for FLOP counts), e.g.
+``energy_per_image_j``; ``overall.energy_unit`` names it. ``E_devices`` sums every device of
+every node; the host figure (``host_energy_per_<unit>_j``, RAPL or IPMI) is kept apart, since
+for the ``cpu`` vendor both count the same packages. Either is ``None`` where a device or host lacks power samples that
 cover the window.
 """
 
@@ -68,8 +68,10 @@ def read_stream(path: Path) -> list[Row]:
 DEFAULT_WINDOW = ("TRAIN_START", "TRAIN_END")
 #: Throughput units (case_schema.THROUGHPUT_UNITS) as energy is given per one of them:
 #: ``(name in the singular, units per named unit)``.
-ENERGY_UNITS = {"samples": ("sample", 1.0), "tokens": ("token", 1.0), "images": ("image", 1.0),
-                "mel_frames": ("mel_frame", 1.0), "queries": ("query", 1.0),
+ENERGY_UNITS = {"samples": ("sample", 1.0), "sequences": ("sequence", 1.0),
+                "tokens": ("token", 1.0), "images": ("image", 1.0),
+                "mel_frames": ("mel_frame", 1.0), "audio_samples": ("audio_sample", 1.0),
+                "queries": ("query", 1.0),
                 "bytes": ("byte", 1.0), "flop": ("tflop", 1e12)}
 DEFAULT_THROUGHPUT = {"unit": "samples", "count": "num_trained_samples"}
 

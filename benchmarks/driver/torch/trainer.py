@@ -150,6 +150,11 @@ class TrainingCase:
             default (detection batches images of different sizes as lists).
         finished_figures: ``() -> {key: value}``, more FINISHED figures from the last
             evaluation besides the target's (e.g. mask_rcnn's ``final_map_segm``), or None.
+        units: ``(name, count)`` when the throughput is counted in another unit than samples
+            (``tokens``, ``mel_frames``, ``audio_samples``: the case's ``throughput.unit``):
+            ``count(batch)`` gives a training batch's units; FINISHED then has
+            ``num_trained_<name>``, ``p_*`` in ``<name>``/s and ``p_train_samples``
+            (``driver.finished``). None: samples.
     """
 
     train_set: torch.utils.data.Dataset
@@ -167,6 +172,7 @@ class TrainingCase:
     collate_fn: Callable[[list], Batch] | None = None
     eval_collate_fn: Callable[[list], Batch] | None = None
     finished_figures: Callable[[], Mapping[str, Any]] | None = None
+    units: tuple[str, Callable[[Batch], int]] | None = None
 
 
 @dataclass
@@ -178,6 +184,8 @@ class Progress:
     micro_batches: int = 0
     samples: int = 0
     pending_samples: int = 0
+    units: int = 0
+    pending_units: int = 0
     metric: float | None = None
     converged: bool = False
     evaluated_at_step: int = -1
@@ -347,9 +355,11 @@ class Trainer:
 
         progress = self._train(case, model, optimizer, scheduler, scaler, train_loader, sampler,
                                val_loader)
-        (num_trained_samples,) = dist.all_reduce_sum([progress.samples], self.info)
+        num_trained_samples, num_trained_units = dist.all_reduce_sum(
+            [progress.samples, progress.units], self.info)
+        units = (case.units[0], int(num_trained_units)) if case.units else None
         self.log.log(perflog.FINISHED, self.clock.finished(
-            int(num_trained_samples), progress.converged,
+            int(num_trained_samples), progress.converged, units,
             **case.target.finished_figures(progress.metric),
             **(case.finished_figures() if case.finished_figures else {}), epochs=progress.epoch,
             global_steps=progress.steps, world_size=self.info.world_size))
@@ -388,13 +398,16 @@ class Trainer:
                         self.hooks.backward(loss=loss, optimizer=optimizer, scaler=scaler,
                                             update=update, ctx=self.ctx)
                 state.pending_samples += batch_samples(batch)
+                if case.units:
+                    state.pending_units += int(case.units[1](batch))
                 loss = loss.detach()
                 update_loss = loss if update_loss is None else update_loss + loss
                 if not update:
                     continue
                 state.steps += 1
                 state.samples += state.pending_samples
-                state.pending_samples = 0
+                state.units += state.pending_units
+                state.pending_samples = state.pending_units = 0
                 if scheduler is not None:
                     scheduler.step()
                 if state.steps % s.log_freq == 0:
