@@ -16,17 +16,17 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[local,test]'
 	touch $@
 
-COCO := data/coco2017/annotations/instances_val2017.json data/coco2017/checkpoint/resnet10-random.pth
+# The tiny data sets of the local inventory's cases, one folder per format (`digits`: ImageNet's
+# layout), with the cpu profiles' checkpoints that `data prepare` writes beside them; written
+# again when a generator changes.
+SETS := digits coco2017 librispeech ljspeech mlperf_bert_hdf5 wmt14_en_de_fairseq cpm_text glm_record_hdf5
+GENERATORS := $(wildcard src/flagperf_ansible/datasets/*.py)
 
-data: data/digits/val/.complete data/digits/BiT-R14x1-random.npz $(COCO)
+data: $(SETS:%=data/%/.prepared)
 
-# The digits in the ImageNet layout and the bigtransfer cpu profile's checkpoint (one command).
-data/digits/val/.complete data/digits/BiT-R14x1-random.npz &: $(VENV)/.installed
-	$(PY) -m flagperf_ansible data prepare digits data/digits
-
-# The coins in the COCO 2017 layout and the detection cpu profiles' backbone checkpoint.
-$(COCO) &: $(VENV)/.installed
-	$(PY) -m flagperf_ansible data prepare coco2017 data/coco2017
+data/%/.prepared: $(VENV)/.installed $(GENERATORS)
+	$(PY) -m flagperf_ansible data prepare $* data/$*
+	touch $@
 
 run: install data
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m flagperf_ansible run -i inventories/local

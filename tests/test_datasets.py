@@ -25,6 +25,7 @@ from flagperf_ansible import cli, data, datasets
 from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
 from flagperf_ansible.datasets.wmt14_en_de_fairseq import SPECIALS, write_binarized
+from flagperf_ansible.datasets.wmt14_en_de_text import split_pairs
 
 BUILT_IN = sorted(layout_check.CHECKERS)
 SCRIPT = Path(layout_check.__file__).read_text(encoding="utf-8")
@@ -62,7 +63,7 @@ def _same_tree(a: Path, b: Path) -> list[str]:
 
 def test_every_built_in_format_has_a_host_checker():
     assert sorted(f.name for f in datasets.formats()) == BUILT_IN
-    assert len(BUILT_IN) == 7
+    assert len(BUILT_IN) == 9
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
@@ -222,14 +223,16 @@ def test_bert_shards_read_as_flagperf_reads_them(pristine):
     assert [p.name for p in shards] == ["part_00000_of_00002.hdf5", "part_00001_of_00002.hdf5"]
     with h5py.File(shards[0], "r") as shard:
         arrays = {key: np.asarray(shard[key][:]) for key in layout_check.BERT_DATASETS}
-    assert arrays["input_ids"].shape == (16, 512) and arrays["masked_lm_ids"].shape == (16, 76)
-    for row in range(16):
+    # BERT's phase-1 shape: 128 tokens, 20 predictions (MLPerf's real shards: 512, 76).
+    assert arrays["input_ids"].shape == (512, 128) and arrays["masked_lm_ids"].shape == (512, 20)
+    for row in range(512):
         length = int(arrays["input_mask"][row].sum())
         ids = arrays["input_ids"][row]
-        assert ids[0] == 101 and ids[length - 1] == 102 and (ids[:length] == 102).sum() == 2
+        assert ids[0] == 101 and ids[length - 1] == 102
         assert not ids[length:].any() and arrays["input_mask"][row, :length].all()
         count = int(np.count_nonzero(arrays["masked_lm_positions"][row]))
-        assert count == min(76, round(0.15 * (length - 3)))
+        # create_pretraining_data: round(len(tokens) * masked_lm_prob), [CLS] and [SEP] counted
+        assert count == min(20, max(1, round(0.15 * length)))
         positions = arrays["masked_lm_positions"][row, :count]
         assert (positions < length).all() and (np.diff(positions) > 0).all()
         assert (arrays["masked_lm_ids"][row, :count] >= 1996).all()
@@ -270,8 +273,8 @@ def test_bert_checker_catches_breakage(copy):
     (root / "eval_set_uncompressed/part_eval_10k.hdf5").write_bytes(b"not hdf5" * 100)
     assert datasets.check("mlperf_bert_hdf5", root) == [
         "2048_shards_uncompressed/part_00000_of_00002.hdf5: no dataset next_sentence_labels",
-        "2048_shards_uncompressed/part_00001_of_00002.hdf5: sample counts differ (input_ids 16, "
-        "input_mask 16, segment_ids 16, masked_lm_positions 16, masked_lm_ids 16, "
+        "2048_shards_uncompressed/part_00001_of_00002.hdf5: sample counts differ (input_ids 512, "
+        "input_mask 512, segment_ids 512, masked_lm_positions 512, masked_lm_ids 512, "
         "next_sentence_labels 10)",
         "eval_set_uncompressed/part_eval_10k.hdf5: not an HDF5 file (no signature)"]
 
@@ -280,10 +283,11 @@ def test_bert_checker_catches_breakage(copy):
 
 def test_wmt14_text_is_line_aligned(pristine):
     root = pristine["wmt14_en_de_text"]
-    for split, pairs in (("train", 24), ("valid", 3), ("test", 3)):
+    splits, _ = split_pairs()  # the 30 hand-written pairs and the gettext catalogues' here
+    for split, least in (("train", 24), ("valid", 3), ("test", 3)):
         en = (root / f"{split}.en").read_text(encoding="utf-8").splitlines()
         de = (root / f"{split}.de").read_text(encoding="utf-8").splitlines()
-        assert len(en) == len(de) == pairs
+        assert len(en) == len(de) == len(splits[split]) >= least
     first = (root / "train.de").read_text(encoding="utf-8").splitlines()[0]
     assert first == "Das Wetter ist heute schön ."
 
@@ -293,8 +297,10 @@ def test_wmt14_text_checker_catches_breakage(copy):
     (root / "valid.de").write_text("".join((root / "valid.de").read_text().splitlines(True)[:-1]))
     (root / "test.en").write_bytes("Caf\u00e9 au lait .\n".encode("latin-1"))
     (root / "train.en").unlink()
+    valid = len(split_pairs()[0]["valid"])
     assert datasets.check("wmt14_en_de_text", root) == [
-        "train.en: missing file", "valid.en has 3 lines, valid.de 2: not line-aligned",
+        "train.en: missing file",
+        f"valid.en has {valid} lines, valid.de {valid - 1}: not line-aligned",
         "test.en: not UTF-8 (byte 3)"]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from case_model import case_model
+from case_model import case_config, case_model
 from driver.torch import detection
 from driver.torch.trainer import TrainingPlan
 from flagperf_ansible import datasets
@@ -37,16 +37,6 @@ PUBLISHED_PARAMS = {
 CASES = list(PUBLISHED_PARAMS)
 
 
-def profile_config(model: str, hardware: str = "standard") -> dict:
-    """The case's configuration on ``hardware`` (standard params, then the profile's)."""
-    case = load_case(ROOT, model, "pytorch")
-    config = dict(case.standard.params)
-    profile = profile_of(ROOT, case, hardware)
-    if profile:
-        config.update(profile[1])
-    return config
-
-
 @pytest.fixture(scope="module")
 def coins(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("coco2017")
@@ -58,7 +48,7 @@ def coins(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("model", CASES)
 def test_standard_model_has_the_published_parameter_count(model):
-    config = profile_config(model)
+    config = case_config(model)
     config["init_checkpoint"] = None
     with torch.device("meta"):
         net = case_model(model).build_model(config)
@@ -78,7 +68,7 @@ def test_cpu_checkpoint_is_pinned_and_loads(model, coins):
     assert hashlib.sha256(data).hexdigest() == pinned["sha256"]
     assert params["init_checkpoint"] == pinned["path"]
     state = detection.load_resnet_state(coins / pinned["path"])
-    net = case_model(model).build_model(profile_config(model, "cpu"), coins)
+    net = case_model(model).build_model(case_config(model, "cpu"), coins)
     body = net.backbone.body.state_dict()
     assert torch.equal(body["layer3.0.conv2.weight"], state["layer3.0.conv2.weight"])
 
@@ -87,7 +77,7 @@ def test_a_checkpoint_lacking_backbone_weights_is_refused(coins, tmp_path):
     state = detection.load_resnet_state(coins / "checkpoint/resnet10-random.pth")
     del state["layer2.0.conv1.weight"]
     torch.save(state, tmp_path / "broken.pth")
-    config = {**profile_config("faster_rcnn", "cpu"), "init_checkpoint": "broken.pth"}
+    config = {**case_config("faster_rcnn", "cpu"), "init_checkpoint": "broken.pth"}
     with pytest.raises(ValueError, match=r"broken.pth: lacks 1 weights of the backbone, e.g. "
                                          r"layer2.0.conv1.weight"):
         detection.resnet_fpn_backbone(config, tmp_path)

@@ -45,7 +45,10 @@ def with_references(project: Path, entries: str) -> None:
 @pytest.mark.parametrize("old, new, where, says", [
     ("p_core: 4659", "p_cores: 4659", "references", "'p_cores' is not one of"),
     ("final_acc1: 75.0", "final_acc5: 75.0", "references", "'final_acc5' is not one of"),
-    ("p_whole: 4475", "p_whole: -4475", "references[0].figures.p_whole", "greater than 0"),
+    ("p_whole: 4475", "p_whole: -4475", "references", "figure 'p_whole' is -4475: only a metric "
+     "declared direction lower"),
+    ("final_acc1: 75.0", "final_acc1: 0", "references", "figure 'final_acc1' is 0"),
+    ("p_whole: 4475", "p_whole: .nan", "references[0].figures.p_whole", "finite number"),
     ("    precision: fp32\n", "    precision: fp32\n    lable: A100\n", "references[0].lable",
      "unknown key"),
     ("    nproc_per_node: 8\n", "", "references[0].nproc_per_node", "required key is missing"),

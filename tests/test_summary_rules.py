@@ -154,3 +154,16 @@ def test_a_profile_is_labelled_in_round_json_summaries_and_the_console(tmp_path)
     # The standard configuration carries no such label.
     write_summary(make_run(tmp_path / "standard", [10.0]))
     assert "not the standard configuration" not in (tmp_path / "standard/summary.md").read_text()
+
+
+def test_a_case_counting_mel_frames_keeps_samples_in_samples():
+    from flagperf_ansible.report import stats_table
+
+    case = {"suite": "training", "contract": {
+        "metrics": {}, "throughput": {"figure": "p_train", "unit": "mel_frames",
+                                      "count": "num_trained_mel_frames"}},
+        "stats": {name: {"mean": 1.0} for name in (
+            "p_train", "num_trained_mel_frames", "num_trained_samples", "p_train_samples")}}
+    units = {row[0]: row[1] for row in stats_table(case)[1]}
+    assert units == {"p_train": "mel_frames/s", "num_trained_mel_frames": "mel_frames",
+                     "num_trained_samples": "samples", "p_train_samples": "samples/s"}

@@ -27,8 +27,10 @@ def plan_for(project, settings, hosts=("localhost",)):
     return prepare(project, str(inventory)).plan
 
 
+#: FlagPerf's training catalog in the local inventory's order.
 CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer",
-           "faster_rcnn", "retinanet", "mask_rcnn"]
+           "faster_rcnn", "retinanet", "mask_rcnn", "tacotron2", "waveglow", "wav2vec2", "bert",
+           "cpm", "glm", "transformer"]
 
 
 #: The local inventory's base cases and their processes per node.
@@ -85,8 +87,8 @@ def test_validate_command_accepts_the_local_inventory(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert ("16 round(s): computation-pytorch-base-cpux1x1, main_memory-bandwidth-pytorch-base-"
-            "cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
+    assert (f"{len(BASE) + len(CATALOG)} round(s): computation-pytorch-base-cpux1x1, "
+            "main_memory-bandwidth-pytorch-base-cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
 
 
 def test_docker_runtime_plans_the_vendor_image(scratch_project):

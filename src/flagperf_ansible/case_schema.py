@@ -250,7 +250,9 @@ class Reference(_Strict):
     #: The configuration's ``precision`` the figures were measured with (fp32, amp, ...);
     #: empty where none applies (a memory size, a link's bandwidth).
     precision: str = ""
-    figures: dict[str, Positive] = Field(min_length=1)
+    #: Positive, but for a metric declared ``direction: lower`` (a loss may be negative).
+    figures: dict[str, Annotated[float, BeforeValidator(not_bool), Field(allow_inf_nan=False)]] = (
+        Field(min_length=1))
     #: Where the figures were published (a file of FlagPerf, a paper, with the machine).
     source: str = Field(min_length=1)
     label: str | None = None
@@ -302,14 +304,17 @@ class CaseFile(_Strict):
     @field_validator("references")
     @classmethod
     def _references(cls, value: list[Reference], info: ValidationInfo) -> list[Reference]:
-        metrics = list(info.data.get("metrics") or {})
+        metrics = info.data.get("metrics") or {}
         seen: set[tuple[str, str, int, int]] = set()
         for index, ref in enumerate(value):
             where = f"entry {index} ({ref.vendor} {ref.hardware} {ref.nnodes}x{ref.nproc_per_node})"
-            for key in ref.figures:
+            for key, number in ref.figures.items():
                 if key not in REFERENCE_FIGURES and key not in metrics:
                     raise ValueError(f"{where}: figure {key!r} is not one of "
                                      f"{', '.join((*REFERENCE_FIGURES, *metrics))}")
+                if number <= 0 and (key not in metrics or metrics[key].direction != "lower"):
+                    raise ValueError(f"{where}: figure {key!r} is {number:g}: only a metric "
+                                     "declared direction lower may be 0 or negative")
             four = (ref.vendor, ref.hardware, ref.nnodes, ref.nproc_per_node)
             if four in seen:
                 raise ValueError(f"{where}: a second entry for this vendor, hardware, nnodes "

@@ -60,10 +60,13 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
 
 
 #: Units of the other standard FINISHED figures (driver/finished.py, the base harness
-#: driver/torch/microbench.py), shown beside their statistics though not report columns.
+#: driver/torch/microbench.py), shown beside their statistics though not report columns. A case
+#: counting its throughput in another unit than samples (tokens, mel frames) keeps its samples
+#: in ``num_trained_samples`` and ``p_train_samples``; its ``throughput.count`` key is in its
+#: unit.
 FINISHED_UNITS = {"init_time": "s", "raw_train_time": "s", "train_no_eval_time": "s",
-                  "pure_compute_time": "s", "e2e_time": "s", "num_trained_samples": "{unit}",
-                  "benchmark_time": "s"}
+                  "pure_compute_time": "s", "e2e_time": "s", "num_trained_samples": "samples",
+                  "p_train_samples": "samples/s", "benchmark_time": "s"}
 
 
 def suite(name: str | None) -> Suite:

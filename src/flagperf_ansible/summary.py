@@ -141,7 +141,8 @@ def case_reference(vendor: str | None, spec: Mapping[str, Any] | None,
         nproc_per_node, or the case ran on a profile. Otherwise ``{label, source, precision,
         note, mismatch, figures, ratios}``: ``figures`` the published values (throughput
         first, then the metrics, e2e_time last), ``ratios`` the round mean over the published
-        value per figure (None where no passed round gave it). A ratio reads the figure's way:
+        value per figure (None where no passed round gave it, or the published value is not
+        positive: a negative loss has no ratio). A ratio reads the figure's way:
         above 1 is better for a throughput or a higher-is-better metric, worse for e2e_time.
         ``mismatch`` says where the rounds' ``precision`` differs from the reference's
         (``precision amp, the reference ran fp32``), else ``""``.
@@ -161,7 +162,7 @@ def case_reference(vendor: str | None, spec: Mapping[str, Any] | None,
     ratios = {}
     for key, value in figures.items():
         mean = (stats.get(key) or {}).get("mean")
-        ratios[key] = mean / value if isinstance(mean, (int, float)) and value else None
+        ratios[key] = mean / value if isinstance(mean, (int, float)) and value > 0 else None
     precision = (config or {}).get("precision")
     mismatch = ""
     declared = reference["precision"]

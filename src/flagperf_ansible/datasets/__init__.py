@@ -15,6 +15,8 @@ from pathlib import Path
 
 from flagperf_ansible.datasets import (coco2017, imagenet, ljspeech, librispeech, mlperf_bert_hdf5,
                                        wmt14_en_de_fairseq, wmt14_en_de_text)
+from flagperf_ansible.datasets import cpm_text
+from flagperf_ansible.datasets import glm_record_hdf5
 from flagperf_ansible.datasets.registry import (Format, UnknownFormat, formats, get, names,
                                                 register, unregister)
 
@@ -24,6 +26,8 @@ __all__ = ["Format", "UnknownFormat", "check", "formats", "get", "names", "prepa
 for _module in (imagenet, coco2017, ljspeech, librispeech, mlperf_bert_hdf5, wmt14_en_de_text,
                 wmt14_en_de_fairseq):
     register(_module.FORMAT, replace=True)
+register(cpm_text.FORMAT, replace=True)
+register(glm_record_hdf5.FORMAT, replace=True)
 
 
 def check(format_name: str, path: str | Path) -> list[str]:

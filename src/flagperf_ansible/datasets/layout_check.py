@@ -123,6 +123,20 @@ def flac_streaminfo(path):
 # object header (libver="latest", up to 8 links); object headers version 1 and 2.
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def superblock_offset(handle):
+    """Where the HDF5 superblock of the open binary file ``handle`` starts: at byte 0, or after
+    a user block (512, 1024, 2048, ... bytes); None when the signature is in none of them."""
+    size, offset = os.fstat(handle.fileno()).st_size, 0
+    while offset + 8 <= size:
+        handle.seek(offset)
+        if handle.read(8) == HDF5_SIGNATURE:
+            return offset
+        offset = 512 if offset == 0 else offset * 2
+    return None
+
+
 _UNDEFINED = (1 << 64) - 1
 
 
@@ -148,15 +162,9 @@ class Hdf5Index(object):
 
     def __init__(self, handle):
         self.handle = handle
-        size = os.fstat(handle.fileno()).st_size
-        offset = 0
-        while True:  # the superblock is at 0, 512, 1024, 2048, ... (after a user block)
-            if offset + 8 > size:
-                raise ValueError("not an HDF5 file (no signature)")
-            handle.seek(offset)
-            if handle.read(8) == HDF5_SIGNATURE:
-                break
-            offset = 512 if offset == 0 else offset * 2
+        offset = superblock_offset(handle)
+        if offset is None:
+            raise ValueError("not an HDF5 file (no signature)")
         version = self._read(offset + 8, 1)[0]
         if version in (0, 1):
             self.o, self.l = self._read(offset + 13, 2)
@@ -466,7 +474,8 @@ LJSPEECH_RATE = 22050
 
 def check_ljspeech(root):
     """LJSpeech-1.1 (the folder the archive unpacks to): ``metadata.csv``, one clip a line as
-    ``<id>|<transcription>|<normalized transcription>`` (UTF-8, no quoting), and
+    ``<id>|<transcription>|<normalized transcription>`` (UTF-8, no quoting; neither text empty:
+    the speech cases read the normalized one), and
     ``wavs/<id>.wav``: RIFF/WAVE PCM, 22050 Hz, mono, 16-bit. Every line must have its wav;
     the headers of a sample of HEADER_SAMPLE wavs are read.
     """
@@ -481,7 +490,8 @@ def check_ljspeech(root):
             for number, raw in enumerate(handle, 1):
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 fields = line.split("|")
-                if len(fields) != 3 or not fields[0] or not fields[1].strip():
+                if len(fields) != 3 or not fields[0] or not fields[1].strip() \
+                        or not fields[2].strip():
                     malformed.append(number)
                 else:
                     ids.append(fields[0])
@@ -527,7 +537,8 @@ def check_librispeech(root):
     ``<speaker>-<chapter>.trans.txt`` (one ``<speaker>-<chapter>-<utt> TRANSCRIPT`` a line) and
     ``<speaker>-<chapter>-<utt>.flac`` (16 kHz, mono, 16-bit). Every transcript line must have
     its flac and every flac its line; the STREAMINFO of a sample of HEADER_SAMPLE flac files
-    per split is read.
+    per split is read. File lists ``<name>.tsv`` beside the splits (fairseq manifests, see
+    :func:`librispeech_manifest_problems`) are checked when present.
     """
     problems = []
     splits = [s for s in LIBRISPEECH_SPLITS if os.path.isdir(os.path.join(root, s))]
@@ -591,6 +602,34 @@ def check_librispeech(root):
         if wrong:
             problems.append("%s/: not %d Hz mono 16-bit FLAC: %s" % (
                 split, LIBRISPEECH_RATE, _some(wrong)))
+    for name in _entries(root):
+        if name.endswith(".tsv") and os.path.isfile(os.path.join(root, name)):
+            problems.extend(librispeech_manifest_problems(root, name))
+    return problems
+
+
+def librispeech_manifest_problems(root, name):
+    """Problems of the file list ``root/name``, a fairseq audio manifest as NVIDIA
+    DeepLearningExamples' ``generate_filelists.sh`` writes it (FlagPerf wav2vec2 reads them):
+    line 1 the audio root folder, then ``<path under it>\t<samples>`` a line, at least one.
+    The listed files themselves are the splits' flac files, checked above."""
+    with open(os.path.join(root, name), "rb") as handle:
+        lines = handle.read().decode("utf-8", "replace").splitlines()
+    if not lines or not lines[0].strip():
+        return ["%s: line 1 is not the audio root folder" % name]
+    bad, listed = [], []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split("\t")
+        if len(fields) < 2 or not fields[1].strip().isdigit():
+            bad.append(number)
+        else:
+            listed.append(fields[0])
+    problems = []
+    if bad:
+        problems.append("%s: %d line(s) are not <path>\\t<samples>: line %s" % (
+            name, len(bad), _some(bad)))
+    if not listed and not bad:
+        problems.append("%s: lists no audio file" % name)
     return problems
 
 
@@ -662,6 +701,8 @@ def check_mlperf_bert_hdf5(root):
 # --- WMT14 en-de ---------------------------------------------------------------------------
 
 WMT14_SPLITS, WMT14_LANGS = ("train", "valid", "test"), ("en", "de")
+# The untokenized German references of the test set that FlagPerf scores BLEU against.
+WMT14_RAW_REFERENCE = "test.raw.de"
 # Line counts of a text pair are compared when both files are smaller than this (valid and
 # test always; the 4.5 M-line train pair is only checked for presence and encoding).
 COUNT_LINES_UNDER = 64 << 20
@@ -776,7 +817,8 @@ def check_wmt14_en_de_fairseq(root):
     and each language ``<split>.en-de.<lang>.bin`` (token ids) with ``<split>.en-de.<lang>.idx``
     (TNTIDX or MMIDIDX header, offsets). Reads the first 100 lines of each dictionary and each
     index's header and last offsets; the .bin sizes must match them and the two languages of a
-    split must have the same number of sentences.
+    split must have the same number of sentences. ``test.raw.de`` (the test set's untokenized
+    German references) must be UTF-8 with one line per test sentence.
     """
     problems = []
     for lang in WMT14_LANGS:
@@ -817,6 +859,103 @@ def check_wmt14_en_de_fairseq(root):
             elif counts["en"][1] != counts["de"][1]:
                 problems.append("%s: %d en sentences, %d de: not aligned" % (
                     split, counts["en"][1], counts["de"][1]))
+        if split == "test" and _need(root, WMT14_RAW_REFERENCE, problems):
+            problems.extend(_raw_reference_problems(root, counts.get("de", (None, None))[1]))
+    return problems
+
+
+def _raw_reference_problems(root, sentences):
+    path = os.path.join(root, WMT14_RAW_REFERENCE)
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(_head(path, 1 << 16), final=False)
+    except UnicodeDecodeError as err:
+        return ["%s: not UTF-8 (byte %d)" % (WMT14_RAW_REFERENCE, err.start)]
+    lines = _count_lines(path)
+    if sentences is not None and lines != sentences:
+        return ["%s has %d lines, the test set %d sentences" % (
+            WMT14_RAW_REFERENCE, lines, sentences)]
+    return []
+
+
+# --- CPM-1 fine-tuning text ------------------------------------------------------------------
+
+CPM_SPLITS = ("train.txt", "valid.txt")
+CPM_TOKENIZER_FILES = ("vocab.json", "chinese_vocab.model")
+CPM_SPECIAL_PIECES = ("<pad>", "<eod>")
+# vocab.json files read whole when smaller than this (CPM's 30000 pieces: about 1 MB).
+CPM_VOCAB_READ_UNDER = 16 << 20
+
+
+def check_cpm_text(root):
+    """CPM-1 fine-tuning text as FlagPerf's cpm case reads it: ``train.txt`` and ``valid.txt``
+    (non-empty UTF-8, one document a line; the first 64 KiB is read) and at least one tokenizer
+    folder (a subfolder with ``vocab.json`` and ``chinese_vocab.model``, as FlagPerf's
+    ``bpe_3w_new/``), whose ``vocab.json`` is a JSON object of piece -> id that has ``<pad>``
+    and ``<eod>`` and whose ``chinese_vocab.model`` is not empty.
+    """
+    problems = []
+    for name in CPM_SPLITS:
+        if not _need(root, name, problems):
+            continue
+        head = _head(os.path.join(root, name), 1 << 16)
+        if not head.strip():
+            problems.append("%s: empty" % name)
+            continue
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        except UnicodeDecodeError as err:
+            problems.append("%s: not UTF-8 (byte %d)" % (name, err.start))
+    folders = [name for name in _subfolders(root)
+               if all(os.path.isfile(os.path.join(root, name, f)) for f in CPM_TOKENIZER_FILES)]
+    if not folders:
+        problems.append("no tokenizer folder (a subfolder with %s, as FlagPerf's bpe_3w_new/)"
+                        % " and ".join(CPM_TOKENIZER_FILES))
+    for name in folders:
+        vocab = os.path.join(root, name, "vocab.json")
+        if os.path.getsize(os.path.join(root, name, "chinese_vocab.model")) == 0:
+            problems.append("%s/chinese_vocab.model: empty" % name)
+        if os.path.getsize(vocab) >= CPM_VOCAB_READ_UNDER:
+            continue
+        try:
+            with open(vocab, encoding="utf-8") as handle:
+                pieces = json.load(handle)
+        except (ValueError, UnicodeDecodeError) as err:
+            problems.append("%s/vocab.json: not JSON (%s)" % (name, err))
+            continue
+        if not isinstance(pieces, dict):
+            problems.append("%s/vocab.json: not an object of piece -> id" % name)
+            continue
+        missing = [piece for piece in CPM_SPECIAL_PIECES if piece not in pieces]
+        if missing:
+            problems.append("%s/vocab.json: no %s piece" % (name, ", ".join(missing)))
+    return problems
+
+
+# --- GLM's ReCoRD hdf5 ----------------------------------------------------------------------
+
+# FlagPerf glm's train_data and eval_data (training/benchmarks/glm/pytorch/config/_base.py).
+GLM_RECORD_FILES = ("ReCoRD/glm_train_eval_hdf5_sparse/train_hdf5/train_sparse.hdf5",
+                    "ReCoRD/glm_train_eval_hdf5_sparse/eval_hdf5/eval_sparse.hdf5")
+
+
+def is_hdf5(path):
+    """Whether the file at ``path`` has the HDF5 signature where HDF5 puts it."""
+    with open(path, "rb") as handle:
+        return superblock_offset(handle) is not None
+
+
+def check_glm_record_hdf5(root):
+    """SuperGLUE ReCoRD as FlagPerf's glm case reads it (BAAI's ``glm_train_dataset.zip``):
+    ``ReCoRD/glm_train_eval_hdf5_sparse/train_hdf5/train_sparse.hdf5`` and
+    ``.../eval_hdf5/eval_sparse.hdf5``, HDF5 files (their signature is read). What is inside,
+    CSR groups written by h5sparse, is the case loader's to check: its members are groups,
+    which this index reader does not describe. The initial checkpoint beside them is the
+    case's ``checkpoint``, checked apart.
+    """
+    problems = []
+    for relative in GLM_RECORD_FILES:
+        if _need(root, relative, problems) and not is_hdf5(os.path.join(root, relative)):
+            problems.append("%s: not an HDF5 file (no signature)" % relative)
     return problems
 
 
@@ -830,6 +969,8 @@ CHECKERS = {
     "mlperf_bert_hdf5": check_mlperf_bert_hdf5,
     "wmt14_en_de_text": check_wmt14_en_de_text,
     "wmt14_en_de_fairseq": check_wmt14_en_de_fairseq,
+    "cpm_text": check_cpm_text,
+    "glm_record_hdf5": check_glm_record_hdf5,
 }
 
 

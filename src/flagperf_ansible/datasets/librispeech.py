@@ -9,10 +9,22 @@ Tiny data: train-clean-100 (two speakers, one chapter each), dev-clean and test-
 speaker each), three utterances per chapter: the Zen of Python's lines (PEP 20) in LibriSpeech's
 transcript style (upper case letters and apostrophes), synthesised by ``_speech.synthesize`` at
 each speaker's pitch and written as FLAC by soundfile (libsndfile).
+
+File lists: ``<split>.tsv`` beside the split folders, as NVIDIA DeepLearningExamples'
+``scripts/generate_filelists.sh`` (``utils/generate_filelist.py``, the fairseq manifest format
+FlagPerf's wav2vec2 reads) writes them for each split: line 1 the split folder, then
+``<speaker>/<chapter>/<utterance>.flac<TAB><samples>`` a line, in path order. The real script
+writes the folder's absolute path; here it is the split's name, relative to the manifest's own
+folder (as the wav2vec2 case and the checker read a relative root), so that the tiny data is
+the same bytes wherever it is written and stays valid when copied. The real
+script also writes ``train-full-960.tsv`` (the three training splits combined) and ``.wrd`` /
+``.ltr`` label lists for fine-tuning; the tiny data has one training split and no fine-tuning
+case, so neither is written.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from functools import partial
 from pathlib import Path
@@ -62,13 +74,30 @@ def generate(target: Path) -> dict[str, int]:
                 said.append(f"{utterance_id} {words}\n")
             (folder / f"{speaker}-{chapter}.trans.txt").write_text("".join(said), encoding="utf-8")
             counts[split] += len(said)
+        write_manifest(target / split, target / f"{split}.tsv")
     return counts
+
+
+def write_manifest(split_dir: Path, manifest: Path) -> int:
+    """Write the fairseq manifest of the flac files under ``split_dir`` to ``manifest`` (see the
+    module docstring); returns the number of utterances.
+
+    Raises:
+        OSError: a flac cannot be read or ``manifest`` cannot be written.
+    """
+    root = split_dir.resolve()
+    lines = [f"{os.path.relpath(root, manifest.parent.resolve())}\n"]
+    for path in sorted(root.rglob("*.flac")):
+        _, _, _, samples = layout_check.flac_streaminfo(str(path))
+        lines.append(f"{path.relative_to(root).as_posix()}\t{samples}\n")
+    manifest.write_text("".join(lines), encoding="utf-8")
+    return len(lines) - 1
 
 
 FORMAT = Format(
     name=NAME,
     description="LibriSpeech: <split>/<speaker>/<chapter>/*.flac 16 kHz + <speaker>-<chapter>"
-                ".trans.txt (tiny: 12 synthesised utterances, 3 splits)",
+                ".trans.txt, <split>.tsv file lists (tiny: 12 synthesised utterances, 3 splits)",
     check=partial(layout_check.check, NAME),
     generate=generate,
 )

@@ -10,9 +10,12 @@ version 1, dtype code and element size, sentence and size counts, then int64 dim
 data offsets and sizes, the .bin holding int32 ids + 1 (Lua indexing). fairseq >= 0.9 writes
 the ``mmap`` index instead (``MMIDIDX\\0\\0``, uint16 ids for a dictionary under 65 500 tokens);
 the checker accepts both (``layout_check.check_wmt14_en_de_fairseq``). Source:
-fairseq/data/indexed_dataset.py, fairseq/data/dictionary.py.
+fairseq/data/indexed_dataset.py, fairseq/data/dictionary.py. Beside them ``test.raw.de``, the
+untokenized German references of the test set (NVIDIA's ``run_preprocessing.sh`` writes it with
+``sacrebleu -t wmt14/full -l en-de --echo ref``), against which FlagPerf scores BLEU.
 
-Tiny data: ``wmt14_en_de_text``'s corpus, binarized as NVIDIA's preprocess does.
+Tiny data: ``wmt14_en_de_text``'s corpus (the hand-written pairs and the gettext catalogues'),
+binarized as NVIDIA's preprocess does, with the test set's German sentences as ``test.raw.de``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
-from flagperf_ansible.datasets.wmt14_en_de_text import tokenized_splits
+from flagperf_ansible.datasets.wmt14_en_de_text import split_pairs, tokenize
 
 NAME = "wmt14_en_de_fairseq"
 SPECIALS = ("<Lua heritage>", "<pad>", "</s>", "<unk>")
@@ -74,13 +77,16 @@ def write_index(stem: Path, sentences: list[list[int]], impl: str) -> None:
 
 def write_binarized(target: Path, impl: str = "cached") -> dict[str, int]:
     """Binarize the tiny corpus under ``target`` with index ``impl``; returns sentence pairs
-    per split.
+    per split and the number of gettext catalogues read.
 
     Raises:
         ValueError: an unknown ``impl``.
         OSError: ``target`` cannot be written.
     """
-    splits = tokenized_splits()
+    pairs, read = split_pairs()
+    splits = {split: {lang: [tokenize(pair[side]) for pair in rows]
+                      for side, lang in enumerate(layout_check.WMT14_LANGS)}
+              for split, rows in pairs.items()}
     entries = joined_dictionary(splits)
     ids = {token: number for number, (token, _) in enumerate(entries, len(SPECIALS))}
     target.mkdir(parents=True, exist_ok=True)
@@ -92,13 +98,15 @@ def write_binarized(target: Path, impl: str = "cached") -> dict[str, int]:
             write_index(target / f"{split}.en-de.{lang}",
                         [[ids.get(t, SPECIALS.index("<unk>")) for t in tokens] + [EOS]
                          for tokens in sentences], impl)
-    return {split: len(sides["en"]) for split, sides in splits.items()}
+    (target / layout_check.WMT14_RAW_REFERENCE).write_text(
+        "".join(german + "\n" for _, german in pairs["test"]), encoding="utf-8")
+    return {**{split: len(rows) for split, rows in pairs.items()}, "catalogues": read}
 
 
 FORMAT = Format(
     name=NAME,
     description="WMT14 en-de fairseq-binarized: dict.{en,de}.txt + {train,valid,test}.en-de."
-                "{en,de}.{bin,idx} (tiny: 30 pairs)",
+                "{en,de}.{bin,idx} + test.raw.de (tiny: 30 pairs + gettext en-de pairs)",
     check=partial(layout_check.check, NAME),
     generate=write_binarized,
 )

@@ -1,0 +1,95 @@
+"""Tacotron 2 trained on LJSpeech-1.1 to a validation-loss target (FlagPerf tacotron2).
+
+The data set is the ``LJSpeech-1.1/`` folder (``data_dir``: ``metadata.csv``, ``wavs/``); clips,
+text and mels: ``textmel.py``; the model and loss: ``model.py``.
+
+Training as the recipe (FlagPerf ``train/trainer.py``): teacher-forced Tacotron 2, loss
+``model.tacotron2_loss``, Adam (``learning_rate``, L2 ``weight_decay``), gradients clipped to
+the norm ``clip_grad_norm`` (upstream's ``grad_clip_thresh``), the learning rate annealed at
+the epochs of ``lr_anneal_steps``. With ``allow_tf32`` (the recipe ran fp32 on A100s under
+PyTorch 1.8, whose matmuls and convolutions use TF32 by default) CUDA matmuls and cuDNN
+convolutions may use TF32; ``cudnn_benchmark`` sets cuDNN's autotuner (upstream's key).
+``num_threads``, when set, is torch's number of CPU threads per process (the cpu profile: 1, as
+the decoder's small per-frame operations gain nothing from a second thread and stall when the
+cores are shared).
+
+Validation (every epoch): the model in eval mode (the prenet's dropout stays on, as the
+recipe's), teacher-forced; the validation loss is the mean of the batches' losses over all
+ranks (upstream averages each batch's loss over ranks, then over batches); lower is better.
+Throughput counts mel frames: the sum of a batch's ``mel_lengths``, padding not counted
+(upstream's ``num_mels`` adds ``sum(output_lengths) x world_size`` per step).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
+
+import torch  # noqa: E402
+
+from driver.case_io import setting  # noqa: E402
+from driver.convergence import Target  # noqa: E402
+from driver.dist import exit_rank  # noqa: E402
+from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
+from model import build_model, model_settings, tacotron2_loss  # noqa: E402
+from textmel import TextMelDataset, anneal_scheduler, clip_split, collate  # noqa: E402
+from tts_text import SYMBOLS  # noqa: E402
+
+
+def tacotron2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
+    """The trainer's view of the case (see the module docstring).
+
+    Raises:
+        ValueError: ``n_symbols`` below the symbol set's size, and see ``model.model_settings``
+            and ``textmel.clip_split``.
+    """
+    if int(model_settings(config)["n_symbols"]) < len(SYMBOLS):
+        raise ValueError(f"config n_symbols: {config['n_symbols']}, the text's symbol set has "
+                         f"{len(SYMBOLS)}")
+    train_clips, val_clips = clip_split(config, data_dir)
+    tf32 = bool(setting(config, "allow_tf32", False))
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = bool(setting(config, "cudnn_benchmark", False))
+    if setting(config, "num_threads", None):
+        torch.set_num_threads(int(config["num_threads"]))
+
+    def forward_loss(model, batch):
+        text, text_lengths, mel, gate, mel_lengths = batch
+        return tacotron2_loss(model(text, text_lengths, mel, mel_lengths), mel, gate)
+
+    def create_optimizer(model, ctx):
+        # FlagPerf's optimizers/factory.py: torch's Adam with L2 weight decay (not AdamW).
+        return torch.optim.Adam(model.parameters(), lr=float(config["learning_rate"]),
+                                weight_decay=float(setting(config, "weight_decay", 0.0)))
+
+    return TrainingCase(
+        train_set=TextMelDataset(data_dir, train_clips, config),
+        val_set=TextMelDataset(data_dir, val_clips, config),
+        build_model=lambda: build_model(config, data_dir),
+        create_optimizer=create_optimizer,
+        train_loss=forward_loss,
+        eval_sum_names=("loss", "batches"),
+        eval_sums=lambda model, batch: {"loss": float(forward_loss(model, batch)), "batches": 1},
+        eval_metric=lambda sums: sums["loss"] / max(sums["batches"], 1.0),
+        target=Target("val_loss", float(config["target_val_loss"]), higher_is_better=False),
+        create_scheduler=lambda optimizer, plan: anneal_scheduler(
+            optimizer, plan.steps_per_epoch, config),
+        model_info={"train_clips": len(train_clips), "val_clips": len(val_clips)},
+        collate_fn=collate,
+        eval_collate_fn=collate,
+        units=("mel_frames", lambda batch: int(batch[4].sum())),
+    )
+
+
+def main() -> int:
+    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="tacotron2")
+    return trainer.fit(tacotron2_case(trainer.config, trainer.data_dir))
+
+
+if __name__ == "__main__":
+    exit_rank(main())

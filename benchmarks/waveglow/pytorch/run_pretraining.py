@@ -1,0 +1,163 @@
+"""WaveGlow trained on LJSpeech-1.1 to a validation-loss target (FlagPerf WaveGlow).
+
+The data set is the ``LJSpeech-1.1/`` folder (``data_dir``: ``metadata.csv``, ``wavs/``). Clips:
+``training_files`` and ``validation_files``, file lists in this case's folder as the recipe's
+(``<path>/<id>.wav|<text>`` a line; the clip id is the wav's name), or, with ``training_files``
+null, every clip of ``metadata.csv`` not held out in ``val_clips`` (the cpu profile).
+
+Each item (NVIDIA's ``MelAudioLoader``): ``segment_length`` samples of the clip (at a random
+start in training; the clip is zero-padded when shorter) and the log mel spectrogram of that
+segment (``driver.torch.ljspeech.MelSpectrogram``, the recipe's STFT): ``(mel [M, F], audio
+[S])``, ``F = S // hop_length + 1``. Validation takes each clip's centre segment, the same in
+every evaluation (the recipe draws a random one each time).
+
+Loss: ``model.waveglow_loss`` (NVIDIA's WaveGlowLoss, sigma ``sigma``). The validation loss is
+the mean over validation clips (FlagPerf averages the batches' means); lower is better. Adam
+(``learning_rate``, ``weight_decay``), gradients clipped at ``clip_grad_norm`` (FlagPerf's
+``grad_clip_thresh``). Throughput counts audio samples (``batch x segment_length``), as
+FlagPerf's ``training_items_per_second``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
+
+import torch  # noqa: E402
+
+from driver.case_io import setting  # noqa: E402
+from driver.convergence import Target  # noqa: E402
+from driver.dist import exit_rank  # noqa: E402
+from driver.torch.ljspeech import (MelSpectrogram, load_audio, read_metadata,  # noqa: E402
+                                   split_clips)
+from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
+from model import build_model, waveglow_loss  # noqa: E402
+
+
+def read_filelist(path: Path) -> list[str]:
+    """The clip ids of a recipe file list (``<path>/<id>.wav|<text>`` a line), in file order.
+
+    Raises:
+        FileNotFoundError: no such list.
+        ValueError: a line whose first field is not a ``.wav`` path (the message names it).
+    """
+    ids = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            wav = line.split("|", 1)[0].strip()
+            if not wav:
+                continue
+            if not wav.endswith(".wav"):
+                raise ValueError(f"{path}:{number}: expected <path>/<id>.wav|<text>")
+            ids.append(Path(wav).stem)
+    return ids
+
+
+def clip_split(config: Mapping[str, Any], root: Path) -> tuple[list[str], list[str]]:
+    """``(training ids, validation ids)`` from the config (see the module docstring).
+
+    Raises:
+        ValueError: neither ``validation_files`` nor ``val_clips`` is set, or a listed clip is
+            not in ``metadata.csv``.
+    """
+    known = read_metadata(root)
+    if config.get("validation_files"):
+        held_out = read_filelist(HERE / config["validation_files"])
+    elif config.get("val_clips"):
+        held_out = [str(clip) for clip in config["val_clips"]]
+    else:
+        raise ValueError("config: set validation_files or val_clips")
+    rest, val = split_clips(known, held_out)
+    if config.get("training_files"):
+        train = read_filelist(HERE / config["training_files"])
+        _, listed = split_clips(known, train)  # every listed clip must exist
+        return [clip.clip_id for clip in listed], [clip.clip_id for clip in val]
+    return [clip.clip_id for clip in rest], [clip.clip_id for clip in val]
+
+
+class AudioSegments(torch.utils.data.Dataset):
+    """``(mel [M, F], audio [S])`` per clip of ``clip_ids`` (see the module docstring), each
+    clip ``repeats`` times. ``random_segment``: a random start (training) or the centre.
+    ``cache``: keep the clips' samples in memory after the first read (small sets only)."""
+
+    def __init__(self, root: Path, clip_ids: list[str], config: Mapping[str, Any], *,
+                 random_segment: bool, repeats: int = 1, cache: bool = False) -> None:
+        self.root, self.clip_ids, self.config = Path(root), list(clip_ids), config
+        self.segment = int(config["segment_length"])
+        self.random_segment, self.repeats = random_segment, max(1, int(repeats))
+        self.cache: dict[str, torch.Tensor] | None = {} if cache else None
+        self.mel = MelSpectrogram(config)
+
+    def __len__(self) -> int:
+        return len(self.clip_ids) * self.repeats
+
+    def _audio(self, clip_id: str) -> torch.Tensor:
+        if self.cache is None:
+            return load_audio(self.root, clip_id, self.config)
+        if clip_id not in self.cache:
+            self.cache[clip_id] = load_audio(self.root, clip_id, self.config)
+        return self.cache[clip_id]
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        audio = self._audio(self.clip_ids[index % len(self.clip_ids)])
+        spare = audio.shape[0] - self.segment
+        if spare >= 0:
+            start = int(torch.randint(0, spare + 1, ())) if self.random_segment else spare // 2
+            audio = audio[start:start + self.segment]
+        else:
+            audio = torch.nn.functional.pad(audio, (0, -spare))
+        with torch.no_grad():
+            return self.mel(audio), audio
+
+
+def waveglow_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
+    """The trainer's view of the case (see the module docstring).
+
+    Raises:
+        ValueError: see :func:`clip_split`; ``segment_length`` not a multiple of ``n_group``.
+    """
+    segment, group = int(config["segment_length"]), int(setting(config, "n_group", 8))
+    if segment % group:
+        raise ValueError(f"config segment_length {segment}: not a multiple of n_group {group}")
+    train_ids, val_ids = clip_split(config, data_dir)
+    cache = bool(setting(config, "cache_audio", False))
+    train_set = AudioSegments(data_dir, train_ids, config, random_segment=True, cache=cache,
+                              repeats=int(setting(config, "train_repeats", 1)))
+    val_set = AudioSegments(data_dir, val_ids, config, random_segment=False, cache=cache)
+    sigma = float(setting(config, "sigma", 1.0))
+
+    def loss(model, batch):
+        mel, audio = batch
+        return waveglow_loss(model(mel, audio), sigma)
+
+    def eval_sums(model, batch):
+        mel, audio = batch
+        return {"loss_sum": float(loss(model, batch)) * audio.shape[0], "clips": audio.shape[0]}
+
+    def create_optimizer(model, ctx):
+        return torch.optim.Adam(model.parameters(), lr=float(config["learning_rate"]),
+                                weight_decay=float(setting(config, "weight_decay", 0.0)))
+
+    return TrainingCase(
+        train_set=train_set, val_set=val_set, build_model=lambda: build_model(config),
+        create_optimizer=create_optimizer, train_loss=loss,
+        eval_sum_names=("loss_sum", "clips"),
+        eval_sums=eval_sums,
+        eval_metric=lambda sums: sums["loss_sum"] / max(sums["clips"], 1.0),
+        target=Target("val_loss", float(config["target_val_loss"]), higher_is_better=False),
+        model_info={"train_clips": len(train_ids), "val_clips": len(val_ids),
+                    "segment_length": segment},
+        units=("audio_samples", lambda batch: int(batch[1].numel())))
+
+
+def main() -> int:
+    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="waveglow")
+    return trainer.fit(waveglow_case(trainer.config, trainer.data_dir))
+
+
+if __name__ == "__main__":
+    exit_rank(main())
