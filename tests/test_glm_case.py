@@ -221,3 +221,21 @@ def test_a_checkpoint_lacking_weights_or_without_module_is_refused(record, tmp_p
     torch.save(saved["module"], tmp_path / "bare.pt")
     with pytest.raises(ValueError, match="bare.pt: no 'module' state dict"):
         module.load_glm_checkpoint(net.model, tmp_path / "bare.pt")
+
+
+class Hook:
+    """A class a checkpoint could carry: unpickling it would run code of its choosing."""
+
+
+def test_deepspeed_client_state_loads_without_unpickling_code(record, tmp_path):
+    import argparse
+
+    module = case_model("glm")
+    net = module.build_model(config("cpu"))
+    saved = torch.load(record / glm_record_hdf5.TINY_CHECKPOINT, weights_only=True)
+    torch.save({**saved, "args": argparse.Namespace(iteration=200000)}, tmp_path / "ds.pt")
+    assert module.load_glm_checkpoint(net.model, tmp_path / "ds.pt") == []
+    torch.save({**saved, "hook": Hook()}, tmp_path / "hook.pt")
+    with pytest.raises(ValueError, match="init_checkpoint_full_pickle: true reads Python objects"):
+        module.load_glm_checkpoint(net.model, tmp_path / "hook.pt")
+    assert module.load_glm_checkpoint(net.model, tmp_path / "hook.pt", full_pickle=True) == []

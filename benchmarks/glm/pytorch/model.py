@@ -28,6 +28,7 @@ GLM paper's table 1 for GLM-Large (tests/test_glm_case.py checks it on the meta 
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -231,8 +232,9 @@ def load_glm_checkpoint(model: GLMModel, path: Path, full_pickle: bool = False) 
     first rows (the rest keep their initialisation). Returns the checkpoint's keys the model
     does not have (FlagPerf loads with ``strict=False`` and prints them).
 
-    ``full_pickle``: unpickle everything (DeepSpeed saves its client state, Python objects,
-    beside the weights); else only tensors and containers (``weights_only``).
+    ``full_pickle``: unpickle everything, code included; else only tensors, containers and the
+    ``argparse.Namespace`` of the run's arguments that DeepSpeed saves beside the weights
+    (``weights_only`` with that one class allowed).
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -242,7 +244,8 @@ def load_glm_checkpoint(model: GLMModel, path: Path, full_pickle: bool = False) 
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such GLM checkpoint (init_checkpoint)")
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=not full_pickle)
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            saved = torch.load(path, map_location="cpu", weights_only=not full_pickle)
     except Exception as error:  # torch raises RuntimeError, UnpicklingError, zipfile errors
         hint = "" if full_pickle else " (init_checkpoint_full_pickle: true reads Python objects)"
         raise ValueError(f"{path}: not a GLM checkpoint readable by torch.load{hint}: "

@@ -716,6 +716,19 @@ def _count_lines(path):
     return count
 
 
+def _text_problem(root, name):
+    """What is wrong with the text file ``root/name`` by its first 64 KiB (empty, or not UTF-8),
+    or None."""
+    head = _head(os.path.join(root, name), 1 << 16)
+    if not head.strip():
+        return "%s: empty" % name
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError as err:
+        return "%s: not UTF-8 (byte %d)" % (name, err.start)
+    return None
+
+
 def check_wmt14_en_de_text(root):
     """WMT14 English-German as text, one sentence a line, the two sides line-aligned:
     ``{train,valid,test}.{en,de}`` (what fairseq's ``prepare-wmt14en2de.sh`` writes: Moses
@@ -729,17 +742,11 @@ def check_wmt14_en_de_text(root):
             name = "%s.%s" % (split, lang)
             if not _need(root, name, problems):
                 continue
-            path = os.path.join(root, name)
-            head = _head(path, 1 << 16)
-            if not head.strip():
-                problems.append("%s: empty" % name)
+            problem = _text_problem(root, name)
+            if problem:
+                problems.append(problem)
                 continue
-            try:
-                codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-            except UnicodeDecodeError as err:
-                problems.append("%s: not UTF-8 (byte %d)" % (name, err.start))
-                continue
-            paths.append(path)
+            paths.append(os.path.join(root, name))
         if len(paths) == 2 and all(os.path.getsize(p) < COUNT_LINES_UNDER for p in paths):
             counts = [_count_lines(p) for p in paths]
             if counts[0] != counts[1]:
@@ -865,12 +872,10 @@ def check_wmt14_en_de_fairseq(root):
 
 
 def _raw_reference_problems(root, sentences):
-    path = os.path.join(root, WMT14_RAW_REFERENCE)
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(_head(path, 1 << 16), final=False)
-    except UnicodeDecodeError as err:
-        return ["%s: not UTF-8 (byte %d)" % (WMT14_RAW_REFERENCE, err.start)]
-    lines = _count_lines(path)
+    problem = _text_problem(root, WMT14_RAW_REFERENCE)
+    if problem:
+        return [problem]
+    lines = _count_lines(os.path.join(root, WMT14_RAW_REFERENCE))
     if sentences is not None and lines != sentences:
         return ["%s has %d lines, the test set %d sentences" % (
             WMT14_RAW_REFERENCE, lines, sentences)]
@@ -897,14 +902,9 @@ def check_cpm_text(root):
     for name in CPM_SPLITS:
         if not _need(root, name, problems):
             continue
-        head = _head(os.path.join(root, name), 1 << 16)
-        if not head.strip():
-            problems.append("%s: empty" % name)
-            continue
-        try:
-            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-        except UnicodeDecodeError as err:
-            problems.append("%s: not UTF-8 (byte %d)" % (name, err.start))
+        problem = _text_problem(root, name)
+        if problem:
+            problems.append(problem)
     folders = [name for name in _subfolders(root)
                if all(os.path.isfile(os.path.join(root, name, f)) for f in CPM_TOKENIZER_FILES)]
     if not folders:
