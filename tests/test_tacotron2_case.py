@@ -6,8 +6,9 @@ LJSpeech helpers it stands on (benchmarks/driver/torch/ljspeech.py, the ``ljspee
 * Text: upstream's 148 symbols and ids, english_cleaners' numbers and abbreviations, ARPAbet.
 * The recipe's maths: the loss over padded batches, the collate, the learning-rate annealing,
   mel frames counted without padding.
-* Data: the recipe's validation and test lists, the tiny LJSpeech, the checker, the mels (the
-  recipe's STFT against a numpy reference of NVIDIA's ``TacotronSTFT`` with librosa's filters).
+* Data: the recipe's validation and test lists and ``ljspeech.recipe_split`` (shared with
+  waveglow, tested here once), the tiny LJSpeech, the checker, the mels (the recipe's STFT
+  against a numpy reference of NVIDIA's ``TacotronSTFT`` with librosa's filters).
 * The cpu profile's target is far below the validation loss of an untrained model and of one
   predicting the mean spectrum.
 """
@@ -15,6 +16,7 @@ LJSpeech helpers it stands on (benchmarks/driver/torch/ljspeech.py, the ``ljspee
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -159,28 +161,38 @@ def test_text_to_sequence_keeps_symbols_and_reads_arpabet():
 # -- data ------------------------------------------------------------------------------------
 
 def test_recipe_lists_split_ljspeech_as_nvidias():
-    textmel = tacotron2_module("textmel")
+    # The lists of both speech cases (waveglow's standard config names the same ones).
     config = profile_config()
-    val = textmel.read_clip_list(CASE_DIR / config["validation_files"])
-    test = textmel.read_clip_list(CASE_DIR / config["excluded_files"])
+    val = ljspeech.read_clip_list(ljspeech.LISTS_DIR / config["validation_files"])
+    test = ljspeech.read_clip_list(ljspeech.LISTS_DIR / config["excluded_files"])
     assert (len(val), len(set(val)), len(test), len(set(test))) == (100, 100, 500, 500)
     assert not set(val) & set(test)
     assert val[:2] == ["LJ022-0023", "LJ043-0030"] and test[-1] == "LJ050-0209"
-    assert all(len(i) == 10 and i.startswith("LJ0") and i[5] == "-" for i in val + test)
+    assert all(re.fullmatch(r"LJ\d{3}-\d{4}", clip_id) for clip_id in val + test)
 
 
-def test_split_of_the_tiny_data_and_its_errors(tiny):
-    textmel = tacotron2_module("textmel")
+def test_recipe_split_of_the_tiny_data_and_its_errors(tiny, tmp_path):
     config = profile_config("cpu")
-    train, val = textmel.clip_split(config, tiny)
+    train, val = ljspeech.recipe_split(config, tiny)
     assert [c.clip_id for c in val] == config["val_clips"] and len(train) == 16
+    assert not {c.clip_id for c in train} & set(config["val_clips"])
+    # A list outside ljspeech_lists/ by its absolute path: one comment, one validated clip.
+    excluded = tmp_path / "excluded.txt"
+    excluded.write_text("# a clip of the cpu profile's val_clips\nLJ001-0004\n")
+    train, _ = ljspeech.recipe_split(config | {"val_clips": ["LJ001-0001"],
+                                               "excluded_files": str(excluded)}, tiny)
+    assert [c.clip_id for c in train][:3] == ["LJ001-0002", "LJ001-0003", "LJ001-0005"]
+    with pytest.raises(ValueError, match=r"excluded_files: 1 clip\(s\) .* also validated"):
+        ljspeech.recipe_split(config | {"excluded_files": str(excluded)}, tiny)
     with pytest.raises(ValueError, match="held-out clips not in metadata.csv: LJ022-0023"):
-        textmel.clip_split(profile_config(), tiny)  # the real lists on the tiny data
+        ljspeech.recipe_split(profile_config(), tiny)  # the real lists on the tiny data
     with pytest.raises(ValueError, match=r"excluded_files: 100 clip\(s\) not in .*metadata.csv"):
-        textmel.clip_split(config | {"excluded_files": "filelists/ljs_val_clips.txt",
-                                     "val_clips": ["LJ001-0001"]}, tiny)
+        ljspeech.recipe_split(config | {"excluded_files": "ljs_val_clips.txt",
+                                        "val_clips": ["LJ001-0001"]}, tiny)
     with pytest.raises(ValueError, match="set validation_files or val_clips"):
-        textmel.clip_split(config | {"val_clips": None}, tiny)
+        ljspeech.recipe_split(config | {"val_clips": None}, tiny)
+    with pytest.raises(FileNotFoundError, match="no_such_list.txt"):
+        ljspeech.recipe_split(config | {"validation_files": "no_such_list.txt"}, tiny)
 
 
 def test_collate_sorts_pads_and_sets_the_gate():

@@ -8,8 +8,10 @@ own maths.
 * The flow inverts (reverse(forward(x)) = x) and its loss is the negative log-likelihood by the
   change of variables: checked against the log-determinant of the full Jacobian.
 * The declared FLOPs per audio sample (case.yml) against torch.utils.flop_counter.
-* The recipe's file lists, the clip split, the items (segments and their mel spectrograms) and
-  the cpu profile's target against an untrained model's validation loss.
+* The recipe's split (``driver.torch.ljspeech.recipe_split`` and its lists, shared with
+  tacotron2 and tested in tests/test_tacotron2_case.py): the standard config names the same
+  lists as tacotron2's; the cpu profile's split, the items (segments and their mel spectrograms)
+  and its target against an untrained model's validation loss.
 """
 
 from __future__ import annotations
@@ -168,33 +170,22 @@ def test_bad_shapes_are_refused():
 
 # -- data --------------------------------------------------------------------------------------
 
-def test_the_recipe_file_lists_split_ljspeech(entry):
-    lists = {name: entry.read_filelist(CASE_DIR / "filelists"
-                                       / f"ljs_audio_text_{name}_filelist.txt")
-             for name in ("train", "val", "test")}
-    assert {name: len(ids) for name, ids in lists.items()} == {"train": 12500, "val": 100,
-                                                               "test": 500}
-    everything = set().union(*lists.values())
-    assert len(everything) == 13100  # LJSpeech-1.1's clips, each in one list
-    assert lists["val"][0] == "LJ022-0023"
-    config = config_of()
-    assert config["training_files"].endswith("train_filelist.txt")
-    assert config["validation_files"].endswith("val_filelist.txt")
-
-
-def test_a_malformed_file_list_is_refused(entry, tmp_path):
-    bad = tmp_path / "list.txt"
-    bad.write_text("LJSpeech-1.1/wavs/LJ001-0001.wav|text\nLJ001-0002|text\n")
-    with pytest.raises(ValueError, match=r"list.txt:2: expected <path>/<id>.wav\|<text>"):
-        entry.read_filelist(bad)
+def test_standard_config_splits_ljspeech_as_tacotron2():
+    config, tacotron2 = config_of(), case_config("tacotron2")
+    keys = ("validation_files", "excluded_files", "val_clips")
+    assert {key: config[key] for key in keys} == {key: tacotron2[key] for key in keys} == {
+        "validation_files": "ljs_val_clips.txt", "excluded_files": "ljs_test_clips.txt",
+        "val_clips": None}
+    assert "training_files" not in config
 
 
 def test_cpu_profile_holds_out_clips_and_makes_items(entry, ljspeech):
     config = config_of("cpu")
-    train, val = entry.clip_split(config, ljspeech)
+    case = entry.waveglow_case(config, ljspeech)
+    train, val = case.train_set.clip_ids, case.val_set.clip_ids
     assert val == config["val_clips"] and not set(train) & set(val)
     assert len(train) + len(val) == 19
-    case = entry.waveglow_case(config, ljspeech)
+    assert case.model_info["train_clips"] == len(train)
     segment = config["segment_length"]
     assert len(case.train_set) == len(train) * config["train_repeats"]
     mel, audio = case.train_set[0]
@@ -213,12 +204,6 @@ def test_short_clips_are_zero_padded(entry, ljspeech):
     segments = entry.AudioSegments(ljspeech, ["LJ001-0001"], config, random_segment=True)
     mel, audio = segments[0]
     assert audio.shape == (200_000,) and not audio[-1000:].any()
-
-
-def test_unknown_held_out_clips_are_refused(entry, ljspeech):
-    config = {**config_of("cpu"), "val_clips": ["LJ009-0001"]}
-    with pytest.raises(ValueError, match="held-out clips not in metadata.csv: LJ009-0001"):
-        entry.clip_split(config, ljspeech)
 
 
 def test_cpu_target_is_well_below_an_untrained_model(entry, ljspeech):

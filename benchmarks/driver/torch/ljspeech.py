@@ -5,6 +5,12 @@ compute them.
 The data set is the ``LJSpeech-1.1/`` folder (format ``ljspeech``): ``metadata.csv`` (one
 ``<id>|<text>|<normalized text>`` a line) and ``wavs/<id>.wav`` (22050 Hz, mono, 16-bit PCM).
 
+Split (:func:`recipe_split`): NVIDIA's recipe file lists, the same for both recipes (Tacotron 2's
+``ljs_mel_text_{val,test}_filelist.txt`` = WaveGlow's ``ljs_audio_text_{val,test}_filelist.txt``),
+kept as their clip ids in ``ljspeech_lists/`` beside this module: 100 validation clips
+(``ljs_val_clips.txt``), 500 test clips left out (``ljs_test_clips.txt``), the other 12 500
+trained (the recipes' training lists).
+
 Mel spectrograms (NVIDIA DeepLearningExamples ``tacotron2_common/layers.py: TacotronSTFT``):
 the magnitude STFT (``filter_length`` 1024, ``hop_length`` 256, ``win_length`` 1024, Hann window,
 reflect padding of ``filter_length / 2`` at both ends), projected on ``n_mel_channels`` 80
@@ -28,6 +34,9 @@ from driver.case_io import setting
 MEL_DEFAULTS = {"sampling_rate": 22050, "filter_length": 1024, "hop_length": 256,
                 "win_length": 1024, "n_mel_channels": 80, "mel_fmin": 0.0, "mel_fmax": 8000.0,
                 "max_wav_value": 32768.0}
+
+#: The recipes' clip lists (``validation_files``, ``excluded_files`` name files here).
+LISTS_DIR = Path(__file__).resolve().parent / "ljspeech_lists"
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,49 @@ def split_clips(clips: list[Clip], held_out: list[str] | tuple[str, ...]
         raise ValueError(f"held-out clips not in metadata.csv: {', '.join(missing[:5])}")
     chosen = set(held_out)
     return [c for c in clips if c.clip_id not in chosen], [by_id[i] for i in held_out]
+
+
+def read_clip_list(path: Path) -> list[str]:
+    """The clip ids of a list such as ``ljspeech_lists/ljs_val_clips.txt``, in file order: one id
+    a line; blank lines and ``#`` lines are skipped.
+
+    Raises:
+        FileNotFoundError: no such list.
+    """
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def recipe_split(config: Mapping[str, Any], root: Path) -> tuple[list[Clip], list[Clip]]:
+    """``(training clips, validation clips)`` of ``<root>/metadata.csv`` by the config:
+
+    * validation: the ids of ``validation_files`` (a list name in ``ljspeech_lists/``, e.g.
+      ``ljs_val_clips.txt``), in its order, or with it null the ids of ``val_clips``;
+    * training: every other clip, in file order, but those of ``excluded_files`` (a list name in
+      ``ljspeech_lists/``, e.g. ``ljs_test_clips.txt``; null: none left out).
+
+    Raises:
+        ValueError: neither ``validation_files`` nor ``val_clips`` is set; a validation clip is
+            not in ``metadata.csv``; an excluded clip is not in it or is also a validation clip.
+        FileNotFoundError: no ``metadata.csv``, or no list of the name ``validation_files`` or
+            ``excluded_files`` gives.
+    """
+    if config.get("validation_files"):
+        held_out = read_clip_list(LISTS_DIR / config["validation_files"])
+    elif config.get("val_clips"):
+        held_out = [str(clip) for clip in config["val_clips"]]
+    else:
+        raise ValueError("config: set validation_files or val_clips")
+    train, val = split_clips(read_metadata(root), held_out)
+    if config.get("excluded_files"):
+        excluded = set(read_clip_list(LISTS_DIR / config["excluded_files"]))
+        missing = excluded - {clip.clip_id for clip in train}
+        if missing:
+            raise ValueError(f"config excluded_files: {len(missing)} clip(s) not in "
+                             f"{Path(root) / 'metadata.csv'} or also validated, "
+                             f"e.g. {min(missing)}")
+        train = [clip for clip in train if clip.clip_id not in excluded]
+    return train, val
 
 
 def load_audio(root: Path, clip_id: str, config: Mapping[str, Any] | None = None

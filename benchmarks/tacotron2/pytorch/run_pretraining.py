@@ -34,9 +34,10 @@ import torch  # noqa: E402
 from driver.case_io import setting  # noqa: E402
 from driver.convergence import Target  # noqa: E402
 from driver.dist import exit_rank  # noqa: E402
+from driver.torch.ljspeech import recipe_split  # noqa: E402
 from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
 from model import build_model, model_settings, tacotron2_loss  # noqa: E402
-from textmel import TextMelDataset, anneal_scheduler, clip_split, collate  # noqa: E402
+from textmel import TextMelDataset, anneal_scheduler, collate  # noqa: E402
 from tts_text import SYMBOLS  # noqa: E402
 
 
@@ -45,12 +46,12 @@ def tacotron2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
 
     Raises:
         ValueError: ``n_symbols`` below the symbol set's size, and see ``model.model_settings``
-            and ``textmel.clip_split``.
+            and ``driver.torch.ljspeech.recipe_split``.
     """
     if int(model_settings(config)["n_symbols"]) < len(SYMBOLS):
         raise ValueError(f"config n_symbols: {config['n_symbols']}, the text's symbol set has "
                          f"{len(SYMBOLS)}")
-    train_clips, val_clips = clip_split(config, data_dir)
+    train_clips, val_clips = recipe_split(config, data_dir)
     tf32 = bool(setting(config, "allow_tf32", False))
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32

@@ -2,11 +2,12 @@
 (FlagPerf ``model/data/data_function.py``: ``TextMelLoader``, ``TextMelCollate``), and the
 recipe's learning-rate annealing (``train/trainer.py: adjust_learning_rate``).
 
-Clips: ``metadata.csv`` of the ``LJSpeech-1.1/`` folder. Validation: ``validation_files``, a
-list of clip ids in this case's folder (``filelists/ljs_val_clips.txt``: the 100 clips of the
-recipe's ``ljs_mel_text_val_filelist.txt``), or with it null the ids of ``val_clips``.
-Training: every other clip but those of ``excluded_files`` (``filelists/ljs_test_clips.txt``:
-the recipe's 500 test clips; its training list holds the remaining 12 500).
+Clips: ``metadata.csv`` of the ``LJSpeech-1.1/`` folder, split by
+``driver.torch.ljspeech.recipe_split`` (shared with waveglow). Validation: ``validation_files``,
+a list in ``driver/torch/ljspeech_lists/`` (``ljs_val_clips.txt``: the 100 clips of the recipe's
+``ljs_mel_text_val_filelist.txt``), or with it null the ids of ``val_clips``. Training: every
+other clip but those of ``excluded_files`` (``ljs_test_clips.txt``: the recipe's 500 test
+clips; its training list holds the remaining 12 500).
 
 Text: the clip's normalized transcription (the third field of ``metadata.csv``, the text of
 the recipe's file lists) through ``text_cleaners`` to symbol ids (``tts_text``).
@@ -27,50 +28,12 @@ from typing import Any, Mapping
 import torch
 
 from driver.case_io import setting
-from driver.torch.ljspeech import MelSpectrogram, load_audio, read_metadata, split_clips
+from driver.torch.ljspeech import MelSpectrogram, load_audio
 from tts_text import text_to_sequence
-
-HERE = Path(__file__).resolve().parent
 
 #: A batch: ``(text [B, T_in] int64 zero-padded, text_lengths [B] descending, mel [B, M,
 #: T_out] zero-padded, gate [B, T_out] (1 from each clip's last frame on), mel_lengths [B])``.
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-def read_clip_list(path: Path) -> list[str]:
-    """The clip ids of a list in this case's folder, one a line (``#`` lines are comments).
-
-    Raises:
-        FileNotFoundError: no such list.
-    """
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-
-
-def clip_split(config: Mapping[str, Any], root: Path):
-    """``(training clips, validation clips)`` of ``<root>/metadata.csv`` (``ljspeech.Clip``s).
-
-    Raises:
-        ValueError: neither ``validation_files`` nor ``val_clips`` is set, or a listed clip is
-            not in ``metadata.csv``.
-        FileNotFoundError: no ``metadata.csv``, or a list named by the config is missing.
-    """
-    if config.get("validation_files"):
-        held_out = read_clip_list(HERE / config["validation_files"])
-    elif config.get("val_clips"):
-        held_out = [str(clip) for clip in config["val_clips"]]
-    else:
-        raise ValueError("config: set validation_files or val_clips")
-    clips = read_metadata(root)
-    train, val = split_clips(clips, held_out)
-    if config.get("excluded_files"):
-        excluded = set(read_clip_list(HERE / config["excluded_files"]))
-        missing = excluded - {clip.clip_id for clip in train}
-        if missing:
-            raise ValueError(f"config excluded_files: {len(missing)} clip(s) not in "
-                             f"{root / 'metadata.csv'} or also validated, e.g. {min(missing)}")
-        train = [clip for clip in train if clip.clip_id not in excluded]
-    return train, val
 
 
 class TextMelDataset(torch.utils.data.Dataset):

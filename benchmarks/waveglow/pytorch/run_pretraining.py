@@ -1,9 +1,12 @@
 """WaveGlow trained on LJSpeech-1.1 to a validation-loss target (FlagPerf WaveGlow).
 
 The data set is the ``LJSpeech-1.1/`` folder (``data_dir``: ``metadata.csv``, ``wavs/``). Clips:
-``training_files`` and ``validation_files``, file lists in this case's folder as the recipe's
-(``<path>/<id>.wav|<text>`` a line; the clip id is the wav's name), or, with ``training_files``
-null, every clip of ``metadata.csv`` not held out in ``val_clips`` (the cpu profile).
+the recipe's split, shared with tacotron2 (``driver.torch.ljspeech.recipe_split``): validation
+the clips of ``validation_files`` (a list in ``driver/torch/ljspeech_lists/``:
+``ljs_val_clips.txt``, the 100 clips of the recipe's ``ljs_audio_text_val_filelist.txt``) or,
+with it null, of ``val_clips`` (the cpu profile); training every other clip but those of
+``excluded_files`` (``ljs_test_clips.txt``: the recipe's 500 test clips), the 12 500 of the
+recipe's ``ljs_audio_text_train_filelist.txt``.
 
 Each item (NVIDIA's ``MelAudioLoader``): ``segment_length`` samples of the clip (at a random
 start in training; the clip is zero-padded when shorter) and the log mel spectrogram of that
@@ -32,51 +35,9 @@ import torch  # noqa: E402
 from driver.case_io import setting  # noqa: E402
 from driver.convergence import Target  # noqa: E402
 from driver.dist import exit_rank  # noqa: E402
-from driver.torch.ljspeech import (MelSpectrogram, load_audio, read_metadata,  # noqa: E402
-                                   split_clips)
+from driver.torch.ljspeech import MelSpectrogram, load_audio, recipe_split  # noqa: E402
 from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
 from model import build_model, waveglow_loss  # noqa: E402
-
-
-def read_filelist(path: Path) -> list[str]:
-    """The clip ids of a recipe file list (``<path>/<id>.wav|<text>`` a line), in file order.
-
-    Raises:
-        FileNotFoundError: no such list.
-        ValueError: a line whose first field is not a ``.wav`` path (the message names it).
-    """
-    ids = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            wav = line.split("|", 1)[0].strip()
-            if not wav:
-                continue
-            if not wav.endswith(".wav"):
-                raise ValueError(f"{path}:{number}: expected <path>/<id>.wav|<text>")
-            ids.append(Path(wav).stem)
-    return ids
-
-
-def clip_split(config: Mapping[str, Any], root: Path) -> tuple[list[str], list[str]]:
-    """``(training ids, validation ids)`` from the config (see the module docstring).
-
-    Raises:
-        ValueError: neither ``validation_files`` nor ``val_clips`` is set, or a listed clip is
-            not in ``metadata.csv``.
-    """
-    known = read_metadata(root)
-    if config.get("validation_files"):
-        held_out = read_filelist(HERE / config["validation_files"])
-    elif config.get("val_clips"):
-        held_out = [str(clip) for clip in config["val_clips"]]
-    else:
-        raise ValueError("config: set validation_files or val_clips")
-    rest, val = split_clips(known, held_out)
-    if config.get("training_files"):
-        train = read_filelist(HERE / config["training_files"])
-        _, listed = split_clips(known, train)  # every listed clip must exist
-        return [clip.clip_id for clip in listed], [clip.clip_id for clip in val]
-    return [clip.clip_id for clip in rest], [clip.clip_id for clip in val]
 
 
 class AudioSegments(torch.utils.data.Dataset):
@@ -118,12 +79,16 @@ def waveglow_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
     """The trainer's view of the case (see the module docstring).
 
     Raises:
-        ValueError: see :func:`clip_split`; ``segment_length`` not a multiple of ``n_group``.
+        ValueError: see ``driver.torch.ljspeech.recipe_split``; ``segment_length`` not a
+            multiple of ``n_group``.
+        FileNotFoundError: see ``driver.torch.ljspeech.recipe_split``.
     """
     segment, group = int(config["segment_length"]), int(setting(config, "n_group", 8))
     if segment % group:
         raise ValueError(f"config segment_length {segment}: not a multiple of n_group {group}")
-    train_ids, val_ids = clip_split(config, data_dir)
+    train_clips, val_clips = recipe_split(config, data_dir)
+    train_ids = [clip.clip_id for clip in train_clips]
+    val_ids = [clip.clip_id for clip in val_clips]
     cache = bool(setting(config, "cache_audio", False))
     train_set = AudioSegments(data_dir, train_ids, config, random_segment=True, cache=cache,
                               repeats=int(setting(config, "train_repeats", 1)))
