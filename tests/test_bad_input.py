@@ -123,7 +123,7 @@ CORPUS = [
         vars="flagperf_cases: [a, b\nflagperf_vendor: cpu\n"),
     # -- case specs -----------------------------------------------------------------------------
     Bad("unknown-model", "inv/group_vars/all.yml: flagperf_cases[0]",
-        "no case bert:pytorch", vars=cases("bert:pytorch:cpu:1:1:1")),
+        "no case llama2_7b:pytorch", vars=cases("llama2_7b:pytorch:cpu:1:1:1")),
     Bad("unknown-framework", "inv/group_vars/all.yml: flagperf_cases[0]",
         "no case sleep:tensorflow", vars=cases("sleep:tensorflow:cpu:1:1:1")),
     Bad("hardware-the-vendor-does-not-declare", "inv/group_vars/all.yml: flagperf_cases[0].hardware",
