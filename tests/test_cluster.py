@@ -85,7 +85,7 @@ def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path
     output = prepare()
     assert images() == before and len(before) >= 1
     assert "skipping: [node1]" in output.split("TASK [image_build : Build it]")[1].split("TASK")[0]
-    # The second prepare changes nothing on any host: deploy copies nothing, no image is built.
+    # The second prepare changes nothing on any host: deploy unpacks nothing, no image is built.
     recap = re.findall(r"^(node\d+)\s+: ok=\d+\s+changed=(\d+)", output, re.MULTILINE)
     assert sorted(recap) == [("node1", "0"), ("node2", "0")], output[-2000:]
 

@@ -1,17 +1,21 @@
-"""The deploy role, run by ansible-playbook on localhost: a copy that failed as one does when
-hosts on a shared filesystem make the same folder at once is tried again; another failure is
-not."""
+"""The deploy role, run by ansible-playbook on localhost (a host path other than the checkout,
+so it ships): the tree arrives whole with its modes, a second run changes nothing, a change or a
+missing folder is shipped again, check mode writes nothing, hosts sharing the path unpack it
+together, and a failed unpack says why in one line."""
 
-import stat
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 PLAYBOOK = textwrap.dedent("""\
     - name: Deploy into a folder
-      hosts: localhost
+      hosts: all
       gather_facts: false
       vars:
+        ansible_connection: local
         ansible_python_interpreter: {interpreter}
       roles:
         - role: deploy
@@ -21,62 +25,108 @@ PLAYBOOK = textwrap.dedent("""\
             deploy_vendor: cpu
 """)
 
-# The host's Python, except that the first copy module run it is given fails as the copy module
-# does when another host made the folder between its check and its makedirs. (The race itself
-# depends on timing; this is what the losing host reports.) The copy module's payload names it
-# as module_fqn='ansible.modules.copy', quote included, unlike the stat and file payloads.
-LOSES_ONE_RACE = textwrap.dedent("""\
-    #!{python}
-    import json, os, subprocess, sys
-    payload = sys.stdin.buffer.read()
-    program = open(sys.argv[1], "rb").read() if sys.argv[1:] else payload
-    marker = {marker!r}
-    if b"ansible.modules.copy'" in program and not os.path.exists(marker):
-        open(marker, "w").close()
-        print(json.dumps({{"failed": True, "msg": {message!r}}}))
-        sys.exit(1)
-    sys.exit(subprocess.run([{python!r}, *sys.argv[1:]], input=payload).returncode)
-""")
+# name -> mode; the controller's bytecode is left out.
+CHECKOUT = {"benchmarks/driver/perflog.py": 0o644, "benchmarks/sleep/pytorch/run.py": 0o755,
+            "benchmarks/sleep/pytorch/config/cpu.yaml": 0o600, "vendors/cpu/vendor.yml": 0o644,
+            "vendors/cpu/docker_image/pytorch/Dockerfile": 0o644}
+LEFT_OUT = ["benchmarks/driver/__pycache__/perflog.cpython-311.pyc", "vendors/nvidia/vendor.yml"]
 
 
-def deploy_losing_once(tmp_path, project, venv_env, message):
-    """Deploy a small checkout (a copy costs a module run per file) on localhost, the first
-    copy module run failing with ``message``; (the play's result, source, root)."""
+def checkout(tmp_path: Path) -> Path:
     source = tmp_path / "checkout"
-    for name in ("benchmarks/driver/perflog.py", "benchmarks/sleep/pytorch/run.py",
-                 "vendors/cpu/vendor.yml"):
+    for name, mode in CHECKOUT.items():
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         (source / name).write_text(f"# {name}\n")
-    root = tmp_path / "flagperf"
-    marker = tmp_path / "lost-once"
-    interpreter = tmp_path / "python"
-    interpreter.write_text(LOSES_ONE_RACE.format(python=sys.executable, marker=str(marker),
-                                                 message=message))
-    interpreter.chmod(interpreter.stat().st_mode | stat.S_IXUSR)
+        (source / name).chmod(mode)
+    for name in LEFT_OUT:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text("left out\n")
+    return source
+
+
+def deploy(tmp_path, project, venv_env, source, root, *args, hosts="localhost,"):
+    """One ansible-playbook run of the role; (the run, {host: changed count}). The controller's
+    temporary files go to ``tmp_path/controller-tmp``, which each run leaves empty."""
     playbook = tmp_path / "deploy.yml"
-    playbook.write_text(PLAYBOOK.format(interpreter=interpreter, source=source, root=root))
-    done = subprocess.run(["ansible-playbook", str(playbook), "-i", "localhost,", "-c", "local"],
-                          cwd=project, env=venv_env, capture_output=True, text=True, timeout=300)
-    assert marker.exists()
-    return done, source, root
+    playbook.write_text(PLAYBOOK.format(interpreter=sys.executable, source=source, root=root))
+    scratch = tmp_path / "controller-tmp"
+    scratch.mkdir(exist_ok=True)
+    done = subprocess.run(["ansible-playbook", str(playbook), "-i", hosts, *args],
+                          cwd=project, env={**venv_env, "TMPDIR": str(scratch)},
+                          capture_output=True, text=True, timeout=300)
+    assert list(scratch.iterdir()) == [], done.stdout[-3000:]
+    changed = {host: int(n) for host, n in
+               re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", done.stdout, re.MULTILINE)}
+    return done, changed
 
 
-def retried(done):
-    return [line for line in done.stdout.splitlines() if "FAILED - RETRYING" in line]
+def shipped(root: Path) -> dict[str, int]:
+    """{path under root: mode} of the files shipped (not the kept tar)."""
+    return {str(p.relative_to(root)): stat_mode(p) for p in root.rglob("*")
+            if p.is_file() and p.name != ".deploy-cpu.tar"}
 
 
-def test_a_copy_that_lost_a_race_for_a_folder_is_tried_again(tmp_path, project, venv_env):
-    message = f"[Errno 17] File exists: b'{tmp_path}/flagperf/benchmarks/driver'"
-    done, source, root = deploy_losing_once(tmp_path, project, venv_env, message)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert len(retried(done)) == 1 and "Copy what changed" in retried(done)[0], done.stdout[-3000:]
-    shipped = sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
-    assert sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file()) == shipped
-    assert all((root / name).read_text() == (source / name).read_text() for name in shipped)
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o7777
 
 
-def test_another_copy_failure_fails_the_host_at_once(tmp_path, project, venv_env):
-    message = f"[Errno 13] Permission denied: b'{tmp_path}/flagperf/benchmarks/driver'"
-    done, _, _ = deploy_losing_once(tmp_path, project, venv_env, message)
-    assert done.returncode != 0 and retried(done) == [], done.stdout[-3000:]
-    assert "Permission denied" in done.stdout
+def assert_same_tree(source: Path, root: Path) -> None:
+    assert shipped(root) == CHECKOUT
+    assert all((root / name).read_text() == (source / name).read_text() for name in CHECKOUT)
+
+
+def test_the_tree_arrives_whole_and_a_second_run_changes_nothing(tmp_path, project, venv_env):
+    source, root = checkout(tmp_path), tmp_path / "flagperf"
+    done, changed = deploy(tmp_path, project, venv_env, source, root)
+    assert done.returncode == 0 and changed["localhost"] > 0, done.stdout[-3000:]
+    assert_same_tree(source, root)
+
+    # The tar is built again, to the same bytes: nothing to unpack.
+    done, changed = deploy(tmp_path, project, venv_env, source, root)
+    assert done.returncode == 0 and changed == {"localhost": 0}, done.stdout[-3000:]
+
+    # A changed file, and a folder gone from the host: both shipped again.
+    (source / "benchmarks/driver/perflog.py").write_text("# a new version\n")
+    shutil.rmtree(root / "vendors/cpu")
+    done, changed = deploy(tmp_path, project, venv_env, source, root)
+    assert done.returncode == 0 and changed["localhost"] > 0, done.stdout[-3000:]
+    assert_same_tree(source, root)
+
+
+def test_check_mode_writes_nothing(tmp_path, project, venv_env):
+    source, root = checkout(tmp_path), tmp_path / "flagperf"
+    done, changed = deploy(tmp_path, project, venv_env, source, root, "--check")
+    assert done.returncode == 0 and changed["localhost"] > 0, done.stdout[-3000:]
+    assert not root.exists()
+
+
+def test_hosts_that_share_the_path_unpack_it_together(tmp_path, project, venv_env):
+    """Two hosts, one fresh folder (an NFS home): both tars write into it at once."""
+    source, root = checkout(tmp_path), tmp_path / "flagperf"
+    done, _ = deploy(tmp_path, project, venv_env, source, root, hosts="node1,node2,")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert_same_tree(source, root)
+    done, changed = deploy(tmp_path, project, venv_env, source, root, hosts="node1,node2,")
+    assert done.returncode == 0 and changed == {"node1": 0, "node2": 0}, done.stdout[-3000:]
+
+
+def test_a_failed_unpack_says_why_in_one_line_and_is_tried_again_next_run(tmp_path, project,
+                                                                          venv_env):
+    """Folders left where the checkout has files (a case folder that became a file)."""
+    source, root = checkout(tmp_path), tmp_path / "flagperf"
+    for name in ("benchmarks/driver/perflog.py", "vendors/cpu/vendor.yml"):
+        (root / name / "stale").mkdir(parents=True)
+    done, _ = deploy(tmp_path, project, venv_env, source, root)
+    assert done.returncode != 0, done.stdout[-3000:]
+    (why,) = re.findall(r'^fatal: \[localhost\]: FAILED! => \{.*"msg": "(.*)"\}$', done.stdout,
+                        re.MULTILINE)
+    assert why == (f"could not unpack the case code into {root}: benchmarks/driver/perflog.py: "
+                   "Cannot open: Is a directory (and 1 more)"), done.stdout[-3000:]
+    assert "FAILED - RETRYING" not in done.stdout
+    # Nothing recorded as unpacked: once the folders are gone, the next run ships the tree.
+    assert not (root / ".deploy-cpu.tar").exists()
+    for name in ("benchmarks/driver/perflog.py", "vendors/cpu/vendor.yml"):
+        shutil.rmtree(root / name)
+    done, _ = deploy(tmp_path, project, venv_env, source, root)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert_same_tree(source, root)

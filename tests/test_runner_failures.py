@@ -4,7 +4,7 @@ output of the step kept in the run folder (``<run_dir>/ansible/<step>.log``).
 
 The events are real: a tiny playbook whose tasks fail (looped and not) run by ansible-runner,
 as the wrapper runs its steps. The wrapper itself runs for real on a local host whose deploy
-target holds stale files where the case folders go: deploy's looped copy fails on both items.
+target holds stale folders where case files go: deploy's unpack fails, in tar's words.
 """
 
 from __future__ import annotations
@@ -113,15 +113,13 @@ def test_an_unreachable_host_says_why():
     assert failure_lines(data) == ["node2: Failed to connect to the host via ssh: timed out"]
 
 
-def test_the_wrapper_shows_each_failed_item_and_keeps_the_steps_output(tmp_path):
-    """Stale files where deploy puts the case folders (preflight checks the folders it makes,
-    not what lies in them): its looped copy fails on both items, each with its own reason."""
+def test_the_wrapper_shows_the_failed_task_with_its_reason_and_keeps_the_steps_output(tmp_path):
+    """Stale folders where deploy puts case files (preflight checks the folders it makes, not
+    what lies in them): its unpack fails, and the wrapper names the task and tar's reason."""
     root = tmp_path / "root"
-    (root / "benchmarks").mkdir(parents=True)
-    (root / "vendors/cpu").mkdir(parents=True)
-    for stale in [*(ROOT / "benchmarks").iterdir(), *(p for p in (ROOT / "vendors/cpu").iterdir()
-                                                      if p.is_dir())]:
-        (root / stale.relative_to(ROOT)).write_text("stale\n")
+    stale = ["benchmarks/sleep/pytorch/case.yml", "vendors/cpu/vendor.yml"]
+    for name in stale:
+        (root / name / "old").mkdir(parents=True)
     write_local_inventory(tmp_path / "inv", {
         "flagperf_vendor": "cpu", "flagperf_container_runtime": "none",
         "flagperf_root": str(root), "flagperf_workdir": str(tmp_path / "work"),
@@ -138,17 +136,17 @@ def test_the_wrapper_shows_each_failed_item_and_keeps_the_steps_output(tmp_path)
     (run_dir,) = (tmp_path / "results").glob("run*")
     log = run_dir / "ansible" / "prepare.log"
     lines = done.stdout.splitlines()
-    assert "prepare: failed in Copy what changed" in lines, done.stdout
-    # Each item with its own reason, not "One or more items failed".
-    for item, folder in (("benchmarks", "benchmarks"), ("vendors/cpu", "vendors/cpu")):
-        (line,) = [x for x in lines if x.startswith(f"  localhost: item {item}: ")]
-        assert f"{root / folder}/" in line and line.endswith("Not a directory"), line
-    assert "One or more items failed" not in done.stdout
+    assert "prepare: failed in Fail when the case code could not be unpacked" in lines, done.stdout
+    # The reason in tar's words, not the module's "failed to unpack <tar> to <folder>".
+    assert [x for x in lines if x.startswith("  localhost: ")] == [
+        f"  localhost: could not unpack the case code into {root}: {stale[0]}: "
+        "Cannot open: Is a directory (and 1 more)"], done.stdout
+    assert "failed to unpack" not in done.stdout
     assert f"  Ansible's output of this step: {log}" in lines
     # The step's whole output, as ansible-playbook printed it, without colour codes.
     output = log.read_text()
-    assert output.count("TASK [deploy : Copy what changed]") == 1
-    assert "failed: [localhost] (item=benchmarks)" in output
+    assert output.count("TASK [deploy : Unpack the tar where it changed]") == 1
+    assert "failed to unpack" in output and "...ignoring" in output
     assert "PLAY RECAP" in output and "\x1b[" not in output
     # Stopped in prepare: no round ran.
     assert not list(run_dir.glob("sleep-pytorch-cpux1x1/round1/*_noderank0"))
