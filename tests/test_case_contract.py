@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flagperf_ansible.cases import check_vendor_kit, list_cases, load_case
+from flagperf_ansible.cases import NOT_PROFILES, check_vendor_kit, list_cases, load_case
 from flagperf_ansible.errors import ConfigError
 from test_validation import GOOD_CASE, plan_for
 
@@ -92,8 +92,9 @@ def test_every_case_and_every_vendor_override_in_the_tree_validates(project):
     checked = {v.parent.name: check_vendor_kit(project, v.parent.name)
                for v in sorted(project.glob("vendors/*/vendor.yml"))}
     per_case = sum(2 + len([p for p in (c.directory / "config").glob("*.yaml")
-                            if p.stem != "standard"]) for c in cases)
-    assert sum(checked.values()) == per_case * len(checked) + len(overrides)
+                            if p.stem not in NOT_PROFILES]) for c in cases)
+    vendor_configs = sorted(project.glob("vendors/*/inference/*/vendor_config/*.yaml"))
+    assert sum(checked.values()) == per_case * len(checked) + len(overrides) + len(vendor_configs)
 
 
 def test_validate_checks_an_override_the_plan_does_not_run(scratch_project):
@@ -111,19 +112,9 @@ def test_validate_checks_an_override_the_plan_does_not_run(scratch_project):
 
 
 def add_inference_twin(project: Path) -> Path:
-    """An inference case of resnet50:pytorch beside the training one."""
+    """The inference case of resnet50:pytorch, beside the training one."""
     folder = project / "benchmarks/inference/resnet50/pytorch"
-    (folder / "config").mkdir(parents=True)
-    (folder / "infer.py").write_text("")
-    (folder / "case.yml").write_text(yaml.safe_dump({
-        "suite": "inference", "description": "ResNet-50 inference", "launcher": "python",
-        "entry": "infer.py", "timeout": 600,
-        "metrics": {"final_top1": {"direction": "higher", "unit": "%"}},
-        "target": {"metric": "final_top1", "comparison": ">=", "config_key": "target_top1"},
-        "throughput": {"figure": "p_core", "unit": "queries", "count": "num_queries"},
-        "data": {"format": "imagenet"}}))
-    (folder / "config/standard.yaml").write_text(yaml.safe_dump(
-        {"params": {"batch_size": 256, "target_top1": 75.0}, "mutable": ["batch_size"]}))
+    assert (folder / "case.yml").is_file()
     return folder
 
 
@@ -137,9 +128,9 @@ def test_training_and_inference_cases_of_one_model_sit_side_by_side(scratch_proj
     assert [c["case_id"] for c in plan["cases"]] == [
         "resnet50-pytorch-cpux1x1", "resnet50-pytorch-inference-cpux1x1"]
     inference = plan["rounds"][-1]
-    assert inference["entry"] == "benchmarks/inference/resnet50/pytorch/infer.py"
+    assert inference["entry"] == "benchmarks/inference/resnet50/pytorch/run_inference.py"
     assert inference["contract"]["window"] == ["INFERENCE_START", "INFERENCE_END"]
-    assert inference["mfu_basis"]["throughput"] == "p_core"
+    assert inference["mfu_basis"]["throughput"] == "p_inference_core"
     # FlagPerf's six-field key keeps meaning training.
     plan = plan_for(scratch_project, {"flagperf_cases": [{"resnet50:pytorch:cpu:1:1:1": "d"}]})
     assert plan["rounds"][0]["suite"] == "training"

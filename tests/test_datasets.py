@@ -63,7 +63,7 @@ def _same_tree(a: Path, b: Path) -> list[str]:
 
 def test_every_built_in_format_has_a_host_checker():
     assert sorted(f.name for f in datasets.formats()) == BUILT_IN
-    assert len(BUILT_IN) == 9
+    assert len(BUILT_IN) == 10
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
@@ -400,7 +400,7 @@ def test_cli_lists_what_the_registry_holds(fake_format, tmp_path, capsys):
 def test_registry_refuses_a_taken_name(fake_format):
     with pytest.raises(ValueError, match="taken by 'imagenet'"):
         datasets.register(Format("zz_other", "x", _fake_check, _fake_generate, aliases=("digits",)))
-    with pytest.raises(datasets.UnknownFormat, match=r"unknown data format 'nope' \(known: coco"):
+    with pytest.raises(datasets.UnknownFormat, match=r"unknown data format 'nope' \(known: bert_eval_text, coco"):
         datasets.get("nope")
 
 

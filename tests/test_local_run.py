@@ -1,8 +1,9 @@
 """The main job for real, as the quickstart runs it: the base micro-benchmarks on the cpu vendor,
 then FlagPerf's training catalog (16 models: vision on the digits, detection on the coins,
-speech and language on their tiny data sets), one round each on its cpu profile, local
-inventory, through the wrapper: one run, one prepare, every base figure reported, every case of
-the catalog converging for real. (Two hosts train for real in tests/test_cluster_guide.py.)"""
+speech and language on their tiny data sets), then the inference suite's four cases (PyTorch
+against onnxruntime on the exported model), one round each on its cpu profile, local inventory,
+through the wrapper: one run, one prepare, every base figure reported, every case of the
+catalog converging for real, every inference engine within its accuracy bound. (Two hosts train for real in tests/test_cluster_guide.py.)"""
 
 import json
 import subprocess
@@ -13,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from test_validation import BASE, CATALOG
+from test_validation import BASE, CATALOG, INFERENCE
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +69,33 @@ def check_round(run_dir: Path, case_id: str, number: int) -> dict:
     return document
 
 
+def check_inference_round(run_dir: Path, case: dict) -> None:
+    """An inference round on the cpu vendor: both paths ran (PyTorch, then onnxruntime on the
+    exported model, which stays on the host), the engine's accuracy within its bound of the
+    framework's, throughputs and latencies consistent, the vendor's configuration recorded."""
+    assert [r["status"] for r in case["rounds"]] == ["passed"], case["rounds"][0]["reason"]
+    document = json.loads((run_dir / case["case_id"] / "round1/round.json").read_text())
+    finished = document["finished"]
+    assert finished["paths_run"] == ["validation", "inference"]
+    assert finished["compiler"] == "onnxruntime"
+    assert finished["final_acc_gap"] <= finished["target_acc_gap"]
+    assert finished["final_acc_gap"] == abs(finished["val_average_acc"] - finished["infer_average_acc"])
+    for path in ("validation", "inference"):
+        assert finished[f"p_{path}_core"] >= finished[f"p_{path}_whole"] > 0
+        assert 0 < finished[f"{path}_latency_p50"] <= finished[f"{path}_latency_p99"]
+    assert document["vendor_config"]["changed"]["compiler"]["value"] == "onnxruntime"
+    assert document["profile"]["name"] == "cpu"
+    node = run_dir / case["case_id"] / "round1/localhost_noderank0"
+    assert not list(node.glob("*.onnx*")), "the ONNX file is a large artifact: it stays on the host"
+    assert document["monitor"]["system"]["mem_used_peak_bytes"] > 0
+    unit = document["contract"]["throughput"]["unit"]
+    print(f"  {case['case_id']}: top-1/acc {finished['val_average_acc']:.3f} vs "
+          f"{finished['infer_average_acc']:.3f}, inference whole/core "
+          f"{finished['p_inference_whole']:.4g}/{finished['p_inference_core']:.4g} {unit}/s, "
+          f"p99 {finished['inference_latency_p99']:.3g} ms, export {finished['export_time']:.1f} s, "
+          f"e2e {finished['e2e_time']:.1f} s")
+
+
 SWEEPS = ("interconnect-h2d", "interconnect-d2h", "interconnect-P2P_intraserver",
           "interconnect-all_reduce")
 
@@ -101,8 +129,9 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "passed"
     base_ids = [f"{m}-pytorch-base-cpux1x{n}" for m, n in BASE.items()]
+    inference_ids = [f"{m}-pytorch-inference-cpux1x1" for m in INFERENCE]
     assert [c["case_id"] for c in summary["cases"]] == base_ids + [
-        f"{m}-pytorch-cpux1x1" for m in CATALOG]
+        f"{m}-pytorch-cpux1x1" for m in CATALOG] + inference_ids
     print("\nbase micro-benchmarks on the cpu vendor, one round each:")
     for case in summary["cases"][:len(BASE)]:
         check_base_case(run_dir, case)
@@ -110,7 +139,7 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     assert "Message-size sweep" in text and "How each figure is derived:" in text
     assert (run_dir / "summary.html").read_text().count('alt="bandwidth vs message size"') == 4
     print("cpu profiles, one round each (training time to target, p_whole):")
-    for case in summary["cases"][len(BASE):]:
+    for case in summary["cases"][len(BASE):len(BASE) + len(CATALOG)]:
         assert [r["status"] for r in case["rounds"]] == ["passed"]
         document = check_round(run_dir, case["case_id"], 1)
         assert document["profile"]["name"] == "cpu" and document["profile"]["reduced"]
@@ -122,6 +151,9 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
         print(f"  {case['case_id']}: {finished['raw_train_time']:.1f} s, "
               f"{finished['epochs']} epochs, {finished['global_steps']} steps, {metric} "
               f"{finished[f'final_{metric}']:.4g}, p_whole {finished['p_whole']:.4g} {unit}/s")
+    print("inference, cpu profiles through onnxruntime, one round each:")
+    for case in summary["cases"][-len(INFERENCE):]:
+        check_inference_round(run_dir, case)
     bit = json.loads((run_dir / "bigtransfer-pytorch-cpux1x1/round1/round.json").read_text())
     assert bit["profile"]["checkpoint"]["path"] == "BiT-R14x1-random.npz"
     assert "| mean |" in (run_dir / "summary.md").read_text()

@@ -79,7 +79,7 @@ def test_two_node_ranks_free_their_group_and_end_after_finished(project, tmp_pat
     data = write_images(tmp_path / "data")
     spec = CaseSpec(model="resnet50", framework="pytorch", hardware="cpu", nnodes=2,
                     nproc_per_node=1)
-    config, _, _ = effective_config(project, load_case(project, "resnet50", "pytorch"), spec, "cpu")
+    config = effective_config(project, load_case(project, "resnet50", "pytorch"), spec, "cpu").config
     config["epochs"] = 1
     (tmp_path / "probe.py").write_text(
         PROBE.format(entry=str(project / "benchmarks/resnet50/pytorch/run_pretraining.py")))

@@ -31,6 +31,8 @@ def plan_for(project, settings, hosts=("localhost",)):
 CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer",
            "faster_rcnn", "retinanet", "mask_rcnn", "tacotron2", "waveglow", "wav2vec2", "bert",
            "cpm", "glm", "transformer"]
+#: FlagPerf's inference cases, on the cpu vendor's onnxruntime (after the training catalog).
+INFERENCE = ["resnet50", "vit_l_16", "swin_transformer", "bert_large"]
 
 
 #: The local inventory's base cases and their processes per node.
@@ -43,8 +45,14 @@ def test_local_inventory_plans_a_round_of_each_base_and_training_case(project):
     plan = prepare(project, str(project / "inventories/local")).plan
     assert [r["key"] for r in plan["rounds"]] == [
         f"{m}-pytorch-base-cpux1x{n}/round1" for m, n in BASE.items()] + [
-        f"{m}-pytorch-cpux1x1/round1" for m in CATALOG]
+        f"{m}-pytorch-cpux1x1/round1" for m in CATALOG] + [
+        f"{m}-pytorch-inference-cpux1x1/round1" for m in INFERENCE]
     assert all(r["profile"]["name"] == "cpu" for r in plan["rounds"])
+    # The cpu vendor's own inference configuration: its compiler, changed from FlagPerf's.
+    inference = plan["rounds"][-1]
+    assert inference["config"]["compiler"] == "onnxruntime"
+    assert inference["vendor_config"]["changed"]["compiler"] == {"default": "tensorrt",
+                                                                  "value": "onnxruntime"}
     # Every compared base figure is planned without a ratio: the cpu vendor states no datasheet.
     compared = plan["rounds"][0]["datasheet_basis"]
     assert compared["tflops_fp32"]["reason"] == "vendors/cpu/vendor.yml states no peak_flops.fp32 for cpu"
@@ -87,7 +95,7 @@ def test_validate_command_accepts_the_local_inventory(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert (f"{len(BASE) + len(CATALOG)} round(s): computation-pytorch-base-cpux1x1, "
+    assert (f"{len(BASE) + len(CATALOG) + len(INFERENCE)} round(s): computation-pytorch-base-cpux1x1, "
             "main_memory-bandwidth-pytorch-base-cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
 
 

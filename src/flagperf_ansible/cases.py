@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from flagperf_ansible import inference_config
 from flagperf_ansible.case_schema import CaseFile, ProfileConfig, StandardConfig, formula_keys
 from flagperf_ansible.casespec import CaseSpec
 from flagperf_ansible.errors import ConfigError, raise_first
@@ -34,6 +35,8 @@ from flagperf_ansible.yamlio import read_yaml
 
 #: Suites whose cases live in their own folder under ``benchmarks/``.
 SUITE_FOLDERS = ("inference", "base")
+#: Files of a case's ``config/`` that are not profiles (inference: seed 004's two files).
+NOT_PROFILES = ("standard", *inference_config.CASE_FILES)
 #: Folders under ``benchmarks/`` that are not models.
 NOT_MODELS = (*SUITE_FOLDERS, "driver")
 
@@ -149,7 +152,10 @@ def load_case(project: Path, model: str, framework: str, suite: str = "training"
             raise ConfigError(f"no data format {spec.data.format!r} (known: "
                               f"{', '.join(datasets.names())})", _shown(path, project),
                               "data.format")
-    standard = _parse(StandardConfig, directory / "config" / "standard.yaml", project)
+    if spec.suite == "inference":
+        standard = inference_config.load_standard(directory, project)
+    else:
+        standard = _parse(StandardConfig, directory / "config" / "standard.yaml", project)
     case = CaseDef(model, framework, directory, spec, standard)
     _check_contract_keys(case, _shown(path, project))
     return case
@@ -194,7 +200,7 @@ def profile_of(project: Path, case: CaseDef, hardware: str) -> tuple[dict[str, A
         changes a fixed key.
     """
     path = case.directory / "config" / f"{hardware}.yaml"
-    if hardware == "standard" or not path.is_file():
+    if hardware in NOT_PROFILES or not path.is_file():
         return None
     shown = _shown(path, project)
     profile = _parse(ProfileConfig, path, project)
@@ -237,26 +243,48 @@ def vendor_overrides(project: Path, case: CaseDef, path: Path,
     return dict(data)
 
 
-def effective_config(
-    project: Path, case: CaseDef, spec: CaseSpec, vendor: str
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    """The hyper-parameters one round runs with, the vendor's overrides among them, and the
-    profile label (None on the standard configuration).
+@dataclass(frozen=True)
+class EffectiveConfig:
+    """What one round runs with: ``config`` (the hyper-parameters), ``overrides`` (the
+    vendor's keys among them), ``profile`` (the hardware profile's label, None on the standard
+    configuration) and, for inference cases, ``vendor_config`` (``inference_config.
+    apply_vendor_config``'s record: what the vendor changed and added, the warnings)."""
+
+    config: dict[str, Any]
+    overrides: dict[str, Any]
+    profile: dict[str, Any] | None
+    vendor_config: dict[str, Any] | None = None
+
+
+def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) -> EffectiveConfig:
+    """The configuration one round runs with: the standard one, the case's profile for the
+    spec's hardware, then the vendor's (for inference cases by seed 004's rules).
 
     Raises:
-        ConfigError: see ``profile_of`` and ``vendor_overrides``.
+        ConfigError: see ``profile_of``, ``vendor_overrides`` and ``inference_config``.
     """
     config = dict(case.standard.params)
     profile = profile_of(project, case, spec.hardware)
-    label = None
-    if profile:
-        label, params = profile
-        config.update(params)
-    vendor_file = (vendor_case_dir(project, vendor, case.suite, case.model, case.framework)
-                   / "config" / f"{spec.hardware_config}.yaml")
+    label, params = profile if profile else (None, {})
+    config.update(params)
+    folder = vendor_case_dir(project, vendor, case.suite, case.model, case.framework)
+    if case.suite == "inference":
+        parameters = [k for k in case.standard.params if k not in case.standard.mutable]
+        config_dir = _shown(case.directory / "config", project)
+        origins = {key: f"{config_dir}/{'parameters' if key in parameters else 'configurations'}.yaml"
+                   for key in case.standard.params}
+        origins.update({key: f"{config_dir}/{spec.hardware}.yaml" for key in params})
+        path = inference_config.vendor_config_path(folder, vendor)
+        config, record = inference_config.apply_vendor_config(path, project, vendor, config,
+                                                              parameters)
+        origins.update({key: record["file"] for key in (*record["changed"], *record["added"])})
+        inference_config.check_switches(config, origins)
+        overrides = {**{k: v["value"] for k, v in record["changed"].items()}, **record["added"]}
+        return EffectiveConfig(config, overrides, label, record)
+    vendor_file = folder / "config" / f"{spec.hardware_config}.yaml"
     overrides = vendor_overrides(project, case, vendor_file, config) if vendor_file.is_file() else {}
     config.update(overrides)
-    return config, overrides, label
+    return EffectiveConfig(config, overrides, label)
 
 
 def check_vendor_kit(project: Path, vendor: str) -> int:
@@ -277,7 +305,7 @@ def check_vendor_kit(project: Path, vendor: str) -> int:
     for case in cases:
         checked += 2
         for profile in sorted((case.directory / "config").glob("*.yaml")):
-            if profile.stem != "standard":
+            if profile.stem not in NOT_PROFILES:
                 profile_of(project, case, profile.stem)
                 checked += 1
     vendor_root = project / "vendors" / vendor
@@ -296,5 +324,19 @@ def check_vendor_kit(project: Path, vendor: str) -> int:
         if profile:
             config.update(profile[1])
         vendor_overrides(project, case, path, config)
+        checked += 1
+    for path in sorted(vendor_root.glob("inference/*/vendor_config/*.yaml")):
+        folder = path.parent.parent
+        case = by_folder.get(folder)
+        if case is None:
+            raise ConfigError(f"no case for this vendor_config folder ({folder.name})",
+                              _shown(path, project))
+        expected = inference_config.vendor_config_path(folder, vendor)
+        if path != expected:
+            raise ConfigError(f"a vendor_config file of vendor {vendor} is named "
+                              f"{expected.name} (seed 004)", _shown(path, project))
+        parameters = [k for k in case.standard.params if k not in case.standard.mutable]
+        inference_config.apply_vendor_config(path, project, vendor, dict(case.standard.params),
+                                             parameters)
         checked += 1
     return checked

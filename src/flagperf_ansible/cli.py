@@ -107,6 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     prepared = prepare(project_dir(), args.inventory, args.results_dir, args.case,
                        resume=args.resume)
     console = _console()
+    _print_warnings(prepared.plan)
     console.print(f"run {prepared.run_id}: {len(prepared.plan['rounds'])} round(s) -> "
                   f"{prepared.run_dir}")
     wrapper = Wrapper(prepared, console, retries=args.retries)
@@ -119,6 +120,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.get("status") == "passed" else EXIT_FAILED
 
 
+def _print_warnings(plan: dict) -> None:
+    for warning in plan.get("warnings") or ():
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from flagperf_ansible.paths import project_dir
     from flagperf_ansible.runner import prepare
@@ -126,6 +132,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     prepared = prepare(project_dir(), args.inventory, check_data=True)
     plan = prepared.plan
     cases = ", ".join(c["case_id"] for c in plan["cases"])
+    _print_warnings(plan)
     print(f"{args.inventory}: ok: vendor {plan['vendor']}, {len(plan['rounds'])} round(s): {cases}")
     return EXIT_OK
 

@@ -59,10 +59,12 @@ def build_plan(
         project: the checkout holding ``benchmarks/`` and ``vendors/``.
 
     Returns:
-        ``{"vendor", "runtime", "results_dir", "cases": [...], "rounds": [...]}`` where each
+        ``{"vendor", "runtime", "results_dir", "cases": [...], "rounds": [...], "warnings"}``
+        (``warnings``: the vendor's new inference keys, seed 004) where each
         round is ``{"key", "case_id", "round", "model", "framework", "hosts", "master_addr",
         "nodes", "suite", "nnodes", "nproc_per_node", "launcher", "python", "vendor_dir",
-        "entry", "timeout", "data_dir", "data_format", "checkpoint", "config", "overrides", "profile",
+        "entry", "timeout", "data_dir", "data_format", "checkpoint", "config", "overrides",
+        "vendor_config", "profile",
         "contract", "env", "metric", "diagnostic", "large_artifacts", "mfu_basis",
         "datasheet_basis"}``
         (``nodes``: every node's address in noderank order; ``python``: the interpreter of the
@@ -102,8 +104,8 @@ def build_plan(
                 source, f"{key}.hardware")
         try:
             case = load_case(project, spec.model, spec.framework, spec.suite)
-            config, overrides, profile = effective_config(project, case, spec,
-                                                          parsed.flagperf_vendor)
+            effective = effective_config(project, case, spec, parsed.flagperf_vendor)
+            config, overrides, profile = effective.config, effective.overrides, effective.profile
         except ConfigError as err:
             if err.source:
                 raise
@@ -133,11 +135,15 @@ def build_plan(
         cases.append({"case_id": spec.case_id, "spec": spec.model_dump(), "metric": case.metric,
                       "suite": case.suite, "diagnostic": case.diagnostic,
                       "description": case.spec.description, "contract": contract,
-                      "profile": profile, "requirements": list(case.spec.requirements)})
+                      "profile": profile, "requirements": list(case.spec.requirements),
+                      "vendor_config": effective.vendor_config})
         sheet = vendor_def["datasheet"].get(spec.hardware) or {}
         mfu = case.spec.mfu
+        # Seed 004's configurations say fp16 (true/false) where training cases say precision.
+        precision = {"precision": "fp16" if config.get("fp16") else "fp32"} \
+            if case.suite == "inference" else {}
         basis = mfu_basis(mfu.flops_per_unit.model_dump() if mfu else None,
-                          case.spec.precision_peak, config, sheet, spec.hardware,
+                          case.spec.precision_peak, {**config, **precision}, sheet, spec.hardware,
                           spec.nnodes * spec.nproc_per_node,
                           mfu.throughput if mfu else case.spec.throughput.figure)
         compared = datasheet_basis(contract["metrics"], sheet, parsed.flagperf_vendor,
@@ -163,6 +169,7 @@ def build_plan(
                 "data_dir": _host_path(parsed.flagperf_root, spec.data_dir),
                 "config": config,
                 "overrides": overrides,
+                "vendor_config": effective.vendor_config,
                 "metric": case.metric,
                 "diagnostic": case.diagnostic,
                 "contract": contract,
@@ -204,4 +211,6 @@ def build_plan(
         "hosts": [{"host": h, "address": str(addresses.get(h, h)), "label": f"host{i}"}
                   for i, h in enumerate(hosts)],
         "mask_hosts": parsed.flagperf_mask_hosts,
+        # Seed 004: a vendor's new inference key is a warning, shown before the run.
+        "warnings": sorted({w for c in cases for w in (c["vendor_config"] or {}).get("warnings", ())}),
     }

@@ -117,7 +117,26 @@ def _case_heading(case: dict[str, Any]) -> tuple[str, list[str]]:
     if shown:
         description = (case.get("profile") or {}).get("description")
         notes.append(f"{shown}." + (f" {description}." if description else ""))
-    return title, notes
+    return title, notes + inference_notes(case)
+
+
+def inference_notes(case: dict[str, Any]) -> list[str]:
+    """An inference case's vendor configuration (seed 004: what the vendor's file changed and
+    added) and a non-zero ``foo_time``: time the engine reports as not its own, which the seed
+    subtracts and asks to be reviewed; here it is kept in the figures and flagged."""
+    notes = []
+    record = case.get("vendor_config") or {}
+    if record.get("file"):
+        changed = ", ".join(f"{k} {v['default']!r} -> {v['value']!r}"
+                            for k, v in record["changed"].items()) or "nothing"
+        added = ", ".join(f"{k} {v!r}" for k, v in record["added"].items())
+        notes.append(f"Vendor configuration {record['file']}: changed {changed}"
+                     + (f"; added (new keys, a warning) {added}" if added else "") + ".")
+    foo = (case.get("stats") or {}).get("foo_time") or {}
+    if isinstance(foo.get("max"), (int, float)) and foo["max"] > 0:
+        notes.append(f"REVIEW: the engine reported foo_time up to {_fmt(foo['max'])} s (work it "
+                     "calls not its own); throughputs include it, nothing is subtracted.")
+    return notes
 
 
 def reference_line(case: dict[str, Any]) -> str:

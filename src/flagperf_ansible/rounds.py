@@ -164,6 +164,8 @@ def parse_round(record: dict[str, Any]) -> dict[str, Any]:
         "nodes": nodes,
         "config": record.get("config") or {},
         "overrides": record.get("overrides") or {},
+        # Inference: what the vendor's configurations file changed and added (seed 004).
+        "vendor_config": record.get("vendor_config") or None,
         "monitor": summarize_round(round_dir, [n["dir"] for n in nodes], events_by_rank,
                                    finished, ended, window=window,
                                    throughput=contract_map.get("throughput")),
@@ -182,7 +184,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
     Args:
         record: what the collect role hands over: ``run_dir``, ``key``
             (``<case_id>/round<k>``), ``case_id``, ``round``, ``hosts`` (each ``host``,
-            ``noderank``, ``rc``, ``timed_out``), ``config``, ``overrides``, ``metric``,
+            ``noderank``, ``rc``, ``timed_out``), ``config``, ``overrides``,
+            ``vendor_config`` (inference), ``metric``,
             ``diagnostic``, ``started_ms``, ``ended_ms`` and optionally ``suite``,
             ``contract`` and ``profile`` (else the plan's, see ``layout.planned_round``),
             ``interrupted``, ``error`` (an orchestration error that stopped the run

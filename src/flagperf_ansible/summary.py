@@ -257,6 +257,8 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
                                         contract, config, stats),
             "datasheet": case_datasheet(case_rounds, stats),
             "sweep": case_sweep(case_rounds),
+            "vendor_config": next((r["vendor_config"] for r in case_rounds
+                                   if r.get("vendor_config")), None),
         })
     return {
         "run_id": run.get("run_id", run_dir.name),
