@@ -35,6 +35,8 @@ SLEEP = {"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": 
          "nproc_per_node": 1}
 RESNET = {"model": "resnet50", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
           "nproc_per_node": 1, "data_dir": "data/digits"}
+INFERENCE = {**RESNET, "suite": "inference"}
+VENDOR_CONFIG = "vendors/cpu/inference/resnet50-pytorch/vendor_config/cpu_configurations.yaml"
 #: The host play's task names (playbooks/preflight.yml and the roles it runs on the hosts).
 HOST_TASKS = ("Reach the benchmark hosts and check them",
               "Trust each host's ssh key and authorize the controller",
@@ -243,6 +245,16 @@ CORPUS = [
         "vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml: momentum", "not a mutable key",
         vars=cases(RESNET),
         project={"vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml": "momentum: 0.5\n"}),
+    # -- inference configuration (seed 004) ----------------------------------------------------
+    Bad("inference-no-validation-without-an-onnx-file",
+        f"{VENDOR_CONFIG}: no_validation", "needs exist_onnx_path", vars=cases(INFERENCE),
+        project={VENDOR_CONFIG: "compiler: onnxruntime\nfp16: false\nno_validation: true\n"}),
+    Bad("inference-vendor-sets-a-parameter", f"{VENDOR_CONFIG}: image_size",
+        "parameters.yaml: no vendor sets it", vars=cases(INFERENCE),
+        project={VENDOR_CONFIG: "compiler: onnxruntime\nimage_size: 64\n"}),
+    Bad("inference-vendor-repeats-a-value", f"{VENDOR_CONFIG}: batch_size",
+        "equals the value it replaces", vars=cases(INFERENCE),
+        project={VENDOR_CONFIG: "compiler: onnxruntime\nbatch_size: 60\n"}),
 ]
 
 

@@ -87,7 +87,7 @@ def check_inference_round(run_dir: Path, case: dict) -> None:
     assert document["profile"]["name"] == "cpu"
     node = run_dir / case["case_id"] / "round1/localhost_noderank0"
     assert not list(node.glob("*.onnx*")), "the ONNX file is a large artifact: it stays on the host"
-    assert document["monitor"]["system"]["mem_used_peak_bytes"] > 0
+    assert document["monitor"]["overall"]["mem_used_peak_bytes"] > 0     # the memory peak
     unit = document["contract"]["throughput"]["unit"]
     print(f"  {case['case_id']}: top-1/acc {finished['val_average_acc']:.3f} vs "
           f"{finished['infer_average_acc']:.3f}, inference whole/core "
