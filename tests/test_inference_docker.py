@@ -1,8 +1,9 @@
 """The inference suite with runtime docker: the four cases on one loopback host, each in the cpu
 vendor's pytorch image (which carries onnx and onnxruntime), through the wrapper; the local
 run (tests/test_local_run.py) runs them with runtime none. Each round exports its model to ONNX
-and runs it in onnxruntime inside the container, as the ssh user; the ONNX file stays on the
-host, and nothing is left running."""
+and runs it in onnxruntime inside the container, as the ssh user; the ONNX file is left out of
+the fetch and stays in the host's round folder (kept here with flagperf_keep_workdir), and
+nothing is left running."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def test_the_inference_cases_run_in_the_vendor_image(cluster, tmp_path, venv_env
          "nnodes": 1, "nproc_per_node": 1, "repeat": 1, "timeout": 900,
          "data_dir": str(data / ("bert_eval_text" if model == "bert_large" else "digits"))}
         for model in INFERENCE]
+    # Keep the hosts' round folders: the exported models are left out of the fetch, not lost.
+    settings["flagperf_keep_workdir"] = True
     settings_file.write_text(yaml.safe_dump(settings, sort_keys=False))
     results = tmp_path / "results"
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "run", "-i", str(inventory),
@@ -62,7 +65,7 @@ def test_the_inference_cases_run_in_the_vendor_image(cluster, tmp_path, venv_env
         assert (node / "container.log").is_file()
         assert not list(node.glob("*.onnx*"))
     assert left_behind(run_dir.name) == ([], [])
-    # The exported models stayed in the host's round folder, written as the ssh user.
+    # The exported models stayed in the hosts' kept round folders, written as the ssh user.
     workdir = Path(settings["flagperf_workdir"]) / run_dir.name
     exported = list(workdir.rglob("*.onnx"))
     assert len(exported) == len(INFERENCE), exported

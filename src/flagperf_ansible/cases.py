@@ -15,7 +15,12 @@ Configuration layering (DESIGN.md "Configuration rules"), lowest first:
    the standard configuration but the fixed ones. A round on a profile says so in its results;
 3. ``vendors/<vendor>/[<suite>/]<model>-<framework>/config/<hardware>x<nnodes>x<nproc>.yaml``
    if present: the vendor's override, mutable keys only, each different from the value it
-   replaces (``<suite>/`` for inference and base cases).
+   replaces (``<suite>/`` for base cases).
+
+Inference cases keep seed 004's files instead (``flagperf_ansible.inference_config``):
+``config/configurations.yaml`` and ``config/parameters.yaml`` in place of standard.yaml, the
+profile as above, then the vendor's ``vendors/<vendor>/inference/<model>-<framework>/
+vendor_config/<vendor>_configurations.yaml`` by the seed's rules.
 """
 
 from __future__ import annotations

@@ -104,15 +104,26 @@ def license_texts(folder: Path = LICENSE_DIR) -> list[tuple[str, str]]:
 def train_vocabulary(texts: Sequence[str]) -> list[str]:
     """A WordPiece vocabulary of :data:`WORDPIECES` pieces trained on ``texts`` (BERT's
     normaliser, lower case, and pre-tokeniser), then GLM's two block symbols: :data:`VOCAB`
-    tokens, index = id. The trainer's id order varies between runs; its piece set does not, so
-    the pieces are numbered in sorted order after :data:`SPECIALS`."""
+    tokens, index = id: :data:`SPECIALS`, then the trained pieces in sorted order.
+
+    The same ``texts`` give the same vocabulary in every process (see the comment below)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    # The trainer merges the most frequent pair first, ties going to the lower symbol ids. The
+    # specials and the alphabet get fixed ids, but the word-inner symbols (##a) were numbered in
+    # the order of a hash map that changes with each process, so which tied merges made the cut
+    # varied. Listed first (sorted) as special tokens, they get fixed ids too, and so does every
+    # merge; they are the symbols the trainer adds itself, so the vocabulary keeps its size.
+    inner = sorted({char for text in texts
+                    for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(
+                        tokenizer.normalizer.normalize_str(text))
+                    for char in word[1:]})
     tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(
-        vocab_size=WORDPIECES, special_tokens=list(SPECIALS), show_progress=False))
+        vocab_size=WORDPIECES, show_progress=False,
+        special_tokens=[*SPECIALS, *(f"##{char}" for char in inner)]))
     pieces = sorted(set(tokenizer.get_vocab()) - set(SPECIALS))
     vocab = [*SPECIALS, *pieces][:WORDPIECES]
     vocab += [f"[unused{i}]" for i in range(WORDPIECES - len(vocab))]
