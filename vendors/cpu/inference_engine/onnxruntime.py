@@ -6,13 +6,8 @@ another module name, so ``import onnxruntime`` below finds the real package.
 Configuration keys it reads:
 
 * ``ort_threads``: intra-op threads (default: ONNX Runtime's own, one per physical core);
-* ``exist_compiler_path``: an ORT-optimized model file (absolute; the driver resolves a relative
-  one under the data folder). When the file exists, the session loads it with graph
-  optimisations off, as they were applied when it was written; otherwise the session optimises
-  the ONNX model and writes the result there (``SessionOptions.optimized_model_filepath``), so
-  a later round skips the optimisation. At ONNX Runtime's default level (all optimisations)
-  the file holds layout transforms for this host's CPU (ONNX Runtime warns so): keep it with
-  the host that wrote it.
+* ``exist_compiler_path``: an ORT-optimized model file, loaded when it exists, else written
+  (``benchmarks/driver/ort_session.py``).
 
 Its ``foo_time`` is 0.0: a run excludes no work (as upstream's onnxruntime-based ``macart``
 engine); building the session is compile time, not inference time.
@@ -27,14 +22,10 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+from driver.ort_session import ONNX_DTYPES, session_source
+
 PROVIDER = "CPUExecutionProvider"
 
-#: ONNX tensor types (``NodeArg.type``) and the numpy dtype an input is cast to.
-ONNX_DTYPES = {
-    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16,
-    "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_,
-}
 
 
 class InferModel:
@@ -56,22 +47,7 @@ class InferModel:
         if PROVIDER not in ort.get_available_providers():
             raise RuntimeError(f"onnxruntime {ort.__version__} has no {PROVIDER}")
         options = ort.SessionOptions()
-        threads = config.get("ort_threads")
-        if threads:
-            options.intra_op_num_threads = int(threads)
-        compiled = config.get("exist_compiler_path")
-        compiled = Path(compiled) if compiled else None
-        if compiled is not None and compiled.is_file():
-            source, loaded = compiled, True
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        else:
-            if onnx_path is None or not Path(onnx_path).is_file():
-                raise FileNotFoundError(f"onnxruntime needs an ONNX file: {onnx_path} does not "
-                                        "exist")
-            source, loaded = Path(onnx_path), False
-            if compiled is not None:
-                compiled.parent.mkdir(parents=True, exist_ok=True)
-                options.optimized_model_filepath = str(compiled)
+        source, loaded, compiled = session_source(config, onnx_path, options, ort)
         self.session = ort.InferenceSession(str(source), options, providers=[PROVIDER])
         self.inputs = [(arg.name, ONNX_DTYPES.get(arg.type)) for arg in self.session.get_inputs()]
         self.info = {"provider": PROVIDER, "onnxruntime": ort.__version__,

@@ -24,15 +24,10 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+from driver.ort_session import ONNX_DTYPES, session_source
+
 PROVIDER = "CUDAExecutionProvider"
 
-#: ONNX tensor types (``NodeArg.type``) and the torch dtype an input is cast to.
-ONNX_DTYPES = {
-    "tensor(float)": torch.float32, "tensor(float16)": torch.float16,
-    "tensor(bfloat16)": torch.bfloat16, "tensor(double)": torch.float64,
-    "tensor(int64)": torch.int64, "tensor(int32)": torch.int32, "tensor(int16)": torch.int16,
-    "tensor(int8)": torch.int8, "tensor(uint8)": torch.uint8, "tensor(bool)": torch.bool,
-}
 #: torch dtypes and the numpy element type IOBinding is told (bf16 has none in numpy).
 NUMPY_TYPES = {
     torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
@@ -66,22 +61,7 @@ class InferModel:
         if not torch.cuda.is_available():
             raise RuntimeError("onnxruntime on CUDA: torch sees no CUDA device")
         options = ort.SessionOptions()
-        threads = config.get("ort_threads")
-        if threads:
-            options.intra_op_num_threads = int(threads)
-        compiled = config.get("exist_compiler_path")
-        compiled = Path(compiled) if compiled else None
-        if compiled is not None and compiled.is_file():
-            source, loaded = compiled, True
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        else:
-            if onnx_path is None or not Path(onnx_path).is_file():
-                raise FileNotFoundError(f"onnxruntime needs an ONNX file: {onnx_path} does not "
-                                        "exist")
-            source, loaded = Path(onnx_path), False
-            if compiled is not None:
-                compiled.parent.mkdir(parents=True, exist_ok=True)
-                options.optimized_model_filepath = str(compiled)
+        source, loaded, compiled = session_source(config, onnx_path, options, ort)
         self.device_id = torch.cuda.current_device()
         self.session = ort.InferenceSession(
             str(source), options,
