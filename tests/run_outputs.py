@@ -31,7 +31,8 @@ INFERENCE = {"suite": "inference",
              "metrics": {"final_wer": {"direction": "lower", "unit": "%",
                                        "description": "word error rate"}},
              "target": {"metric": "final_wer", "comparison": "<=", "config_key": "target_wer"},
-             "throughput": {"figure": "p_core", "unit": "queries", "count": "num_queries"},
+             "throughput": {"figure": "p_inference_core", "unit": "queries",
+                            "count": "num_queries"},
              "window": ["INFERENCE_START", "INFERENCE_END"], "data_format": None}
 #: A base micro-benchmark: memory bandwidth.
 BASE = {"suite": "base",

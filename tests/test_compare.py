@@ -89,7 +89,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, project):
 def wer_run(folder, wers, profile=None):
     """An inference case of 5 rounds with these word error rates (lower is better)."""
     return make_suite_run(folder, INFERENCE, [
-        {"e2e_time": 10.0, "p_whole": 50.0 + i, "p_core": 80.0 + i, "num_queries": 500,
+        {"e2e_time": 10.0, "p_inference_whole": 50.0 + i, "p_inference_core": 80.0 + i,
+         "num_queries": 500,
          "final_wer": wer, "target_wer": 12.0, "warmup_time": wer / 4}
         for i, wer in enumerate(wers)], profile)
 
@@ -106,7 +107,7 @@ def test_a_lower_is_better_metric_is_judged_from_the_contract(tmp_path):
     # Figures the inference case does not declare are shown, not judged: no guess by name.
     assert worse["num_queries"]["verdict"] == worse["warmup_time"]["verdict"] == "not judged"
     assert figure_direction("warmup_time") == -1        # what a guess by name would have said
-    assert worse["p_core"]["unit"] == "queries/s"
+    assert worse["p_inference_core"]["unit"] == "queries/s"
 
 
 def test_a_profile_is_never_compared_with_the_standard_configuration(tmp_path, project):

@@ -15,7 +15,7 @@ PROFILE_LABEL = ("profile: cpu, not the standard configuration "
 
 
 def inference(wer, **extra):
-    return {"e2e_time": 10.0, "p_whole": 50.0, "p_core": 80.0, "num_queries": 500,
+    return {"e2e_time": 10.0, "p_inference_whole": 50.0, "p_inference_core": 80.0, "num_queries": 500,
             "final_wer": wer, "target_wer": 12.0, **extra}
 
 
@@ -93,7 +93,7 @@ def test_an_inference_round_passes_within_its_bound_and_fails_outside_it(tmp_pat
     assert rounds[0]["monitor"]["window"]["events"] == ["INFERENCE_START", "INFERENCE_END"]
     case = build_summary(tmp_path)["cases"][0]
     assert case["status"] == "failed" and case["rounds_passed"] == 2
-    assert case["pass_rule"] == "every round ran, accuracy within its bound"
+    assert case["pass_rule"] == "every round ran, engine accuracy within its bound of the framework's"
     assert case["stats"]["final_wer"]["n"] == 2
 
 
@@ -124,14 +124,18 @@ def test_report_columns_and_units_of_an_inference_case(tmp_path):
     summary = write_summary(tmp_path)
     case = summary["cases"][0]
     header, rows = case_table(case)
-    assert header == ["round", "status", "final_wer %", "p_whole queries/s", "p_core queries/s",
-                      "MFU", "e2e s"]
-    assert rows[0] == ["1", "passed", "8", "50", "80", "-", "10"]
+    assert header == ["round", "status", "final_wer %", "inference whole queries/s",
+                      "inference core queries/s", "validation whole queries/s",
+                      "validation core queries/s", "p50 ms", "p99 ms", "MFU", "foo_time s", "e2e s"]
+    assert rows[0] == ["1", "passed", "8", "50", "80", "-", "-", "-", "-", "-", "-", "10"]
     assert case["figures"]["final_wer"] == {"direction": -1, "unit": "%",
                                             "header": "final_wer %"}
     markdown = (tmp_path / "summary.md").read_text()
-    assert "| round | status | final_wer % | p_whole queries/s | p_core queries/s |" in markdown
-    assert "Units: final_wer in %; p_whole, p_core in queries/s; e2e_time in s" in markdown
+    assert ("| round | status | final_wer % | inference whole queries/s | inference core "
+            "queries/s |") in markdown
+    assert ("Units: final_wer in %; p_inference_whole, p_inference_core, p_validation_whole, "
+            "p_validation_core in queries/s; inference_latency_p50, inference_latency_p99 in ms; "
+            "foo_time, e2e_time in s") in markdown
     assert "Suite: inference." in markdown and "converged" not in markdown
     assert "samples" not in markdown
     page = (tmp_path / "summary.html").read_text()
