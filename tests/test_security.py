@@ -179,6 +179,8 @@ def test_containers_are_not_privileged_unless_the_vendor_says_so(scratch_project
     # A vendor that does say so gets it.
     acme = scratch_project / "vendors/acme"
     shutil.copytree(scratch_project / "vendors/cpu", acme)
+    for path in acme.glob("inference/*/vendor_config/cpu_configurations.yaml"):
+        path.rename(path.with_name("acme_configurations.yaml"))   # seed 004 names them by vendor
     text = (acme / "vendor.yml").read_text()
     (acme / "vendor.yml").write_text(text.replace("privileged: false", "privileged: true"))
     options = _docker_plan(scratch_project, "acme")["container"]
