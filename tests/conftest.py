@@ -60,6 +60,38 @@ def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+#: Where the tests and inventories/local (flagperf_workdir /var/tmp/flagperf) keep the frameworks'
+#: environments: made once per machine, shared by both.
+FRAMEWORK_ENVS = Path("/var/tmp/flagperf/envs")
+
+
+@pytest.fixture(scope="session")
+def framework_python():
+    """``framework_python(framework) -> Path``: a Python with the cpu vendor's
+    ``docker_image/<framework>/requirements.txt`` installed, made on first use by the framework_env
+    role's script (the environment runtime none runs that framework's cases in), under
+    ``FRAMEWORK_ENVS``. ``FLAGPERF_FRAMEWORK_PYTHON_<FRAMEWORK>`` names another one instead."""
+    import json
+    import subprocess
+
+    from flagperf_ansible.launch import framework_env_name
+
+    def get(framework: str) -> Path:
+        override = os.environ.get(f"FLAGPERF_FRAMEWORK_PYTHON_{framework.upper()}")
+        if override:
+            return Path(override)
+        path = FRAMEWORK_ENVS / framework_env_name(ROOT, "cpu", framework, [])
+        made = subprocess.run(
+            [sys.executable, str(ROOT / "roles/framework_env/files/framework_env.py"),
+             "--path", str(path), "--requirements",
+             str(ROOT / "vendors/cpu/docker_image" / framework / "requirements.txt")],
+            capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        return Path(json.loads(made.stdout)["python"])
+
+    return get
+
+
 @pytest.fixture
 def venv_env() -> dict[str, str]:
     """Environment whose PATH finds this Python's ansible-playbook first."""

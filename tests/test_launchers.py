@@ -1,12 +1,10 @@
 """The launcher registry (flagperf_ansible.launchers): each launcher's argv and environment for
-every node of a round, and real rounds for the launchers whose framework this Python has
-(torchrun and plain python: two nodes doing a gloo all_reduce on 127.0.0.1; binary: a shell
-script entry; tf_config, paddle and msrun where TensorFlow, PaddlePaddle or MindSpore are
-installed)."""
+every node of a round, and real rounds of every launcher (torchrun and plain python: two nodes
+doing a gloo all_reduce on 127.0.0.1; binary: a shell script entry; tf_config, paddle and msrun
+in the framework's environment, as runtime none runs them: conftest's framework_python)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -83,7 +81,8 @@ def test_the_filters_give_the_registrys_argv_and_env_and_refuse_an_unknown_launc
 
 def test_the_container_runs_the_launcher_under_the_rounds_interpreter(project):
     """Runtime docker: the image's interpreter is the round's python (vendor.yml), not a
-    literal; the launch role (runtime none) takes launch_python."""
+    literal; the launch role (runtime none) takes the framework's environment where it has one
+    (launch_case_python), else launch_python."""
     import yaml
 
     step = yaml.safe_load((project / "roles/container/vars/main.yml").read_text())
@@ -91,7 +90,7 @@ def test_the_container_runs_the_launcher_under_the_rounds_interpreter(project):
     assert "flagperf_launch_argv(container_noderank, container_round.python," in command
     assert "'python3'" not in command
     launch = yaml.safe_load((project / "roles/launch/vars/main.yml").read_text())
-    assert "flagperf_launch_argv(launch_noderank, launch_python," in \
+    assert "flagperf_launch_argv(launch_noderank, launch_case_python or launch_python," in \
         " ".join(launch["_launch_start_step"]["argv"].split())
 
 
@@ -336,10 +335,6 @@ def test_a_python_entry_on_one_node_is_rank_0_of_1(tmp_path):
     assert seen["argv"][:2] == ["--config", f"{out}/config.yaml"]
 
 
-def has(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
 TF_ALL_REDUCE = """\
 import json, os
 import tensorflow as tf
@@ -353,12 +348,12 @@ json.dump({"task": task, "workers": strategy.num_replicas_in_sync, "sum": float(
 """
 
 
-@pytest.mark.skipif(not has("tensorflow"), reason="TensorFlow is not installed in this Python")
-def test_tf_config_workers_all_reduce_with_multi_worker_mirrored_strategy(tmp_path):
+def test_tf_config_workers_all_reduce_with_multi_worker_mirrored_strategy(tmp_path,
+                                                                           framework_python):
     round_ = plan_round("tf_config", nodes=["127.0.0.1", "127.0.0.1"], nproc=1,
                         entry="benchmarks/probe/tensorflow2/probe.py")
     write_entry(tmp_path, round_, TF_ALL_REDUCE)
-    outs = run_nodes(round_, tmp_path)
+    outs = run_nodes(round_, tmp_path, python=str(framework_python("tensorflow2")))
     for noderank, out in enumerate(outs):
         report = json.loads((out / f"worker{noderank}.json").read_text())
         assert report == {"task": noderank, "workers": 2, "sum": 3.0}
@@ -372,13 +367,13 @@ json.dump({"trainer": os.environ.get("PADDLE_TRAINER_ID"),
 """
 
 
-@pytest.mark.skipif(not has("paddle"), reason="PaddlePaddle is not installed in this Python")
 @pytest.mark.parametrize("nnodes", [1, 2])
-def test_paddle_launch_starts_the_entry_on_each_node_with_its_rank(tmp_path, nnodes):
+def test_paddle_launch_starts_the_entry_on_each_node_with_its_rank(tmp_path, nnodes,
+                                                                    framework_python):
     round_ = plan_round("paddle", nodes=["127.0.0.1"] * nnodes, nproc=1,
                         entry="benchmarks/probe/paddle/probe.py")
     write_entry(tmp_path, round_, PADDLE_PROBE)
-    outs = run_nodes(round_, tmp_path)
+    outs = run_nodes(round_, tmp_path, python=str(framework_python("paddle")))
     for noderank, out in enumerate(outs):
         report = json.loads((out / f"paddle{noderank}.json").read_text())
         assert (report["trainer"], report["trainers"]) == (str(noderank), str(nnodes))
@@ -395,15 +390,15 @@ json.dump({"rank": get_rank(), "size": get_group_size()}, open(f"ms{get_rank()}.
 """
 
 
-@pytest.mark.skipif(not has("mindspore"), reason="MindSpore is not installed in this Python")
-def test_msrun_starts_the_workers_of_a_node_and_they_form_one_group(tmp_path):
+def test_msrun_starts_the_workers_of_a_node_and_they_form_one_group(tmp_path, framework_python):
     """One node of two workers: msrun starts its scheduler where the master address is local,
     so two nodes on one host would both start one (a real cluster has one per master)."""
     round_ = plan_round("msrun", nodes=["127.0.0.1"], nproc=2,
                         entry="benchmarks/probe/mindspore/probe.py")
     write_entry(tmp_path, round_, MS_PROBE)
-    # msrun starts its workers by the interpreter's name: this one's folder first on PATH, as
-    # an activated environment or a vendor image has it
-    [out] = run_nodes(round_, tmp_path, path_first=str(Path(sys.executable).parent))
+    # msrun starts its workers by the interpreter's name: the environment's folder first on
+    # PATH, as an activated environment or a vendor image has it
+    python = framework_python("mindspore")
+    [out] = run_nodes(round_, tmp_path, python=str(python), path_first=str(python.parent))
     for rank in (0, 1):
         assert json.loads((out / f"ms{rank}.json").read_text()) == {"rank": rank, "size": 2}

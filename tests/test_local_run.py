@@ -14,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from test_validation import BASE, CATALOG, INFERENCE
+from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +131,8 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     base_ids = [f"{m}-pytorch-base-cpux1x{n}" for m, n in BASE.items()]
     inference_ids = [f"{m}-pytorch-inference-cpux1x1" for m in INFERENCE]
     assert [c["case_id"] for c in summary["cases"]] == base_ids + [
-        f"{m}-pytorch-cpux1x1" for m in CATALOG] + inference_ids
+        f"{m}-pytorch-cpux1x1" for m in CATALOG] + [
+        f"{m}-{f}-cpux1x1" for m, f in FRAMEWORKS] + inference_ids
     print("\nbase micro-benchmarks on the cpu vendor, one round each:")
     for case in summary["cases"][:len(BASE)]:
         check_base_case(run_dir, case)
@@ -139,7 +140,7 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     assert "Message-size sweep" in text and "How each figure is derived:" in text
     assert (run_dir / "summary.html").read_text().count('alt="bandwidth vs message size"') == 4
     print("cpu profiles, one round each (training time to target, p_whole):")
-    for case in summary["cases"][len(BASE):len(BASE) + len(CATALOG)]:
+    for case in summary["cases"][len(BASE):len(BASE) + len(CATALOG) + len(FRAMEWORKS)]:
         assert [r["status"] for r in case["rounds"]] == ["passed"]
         document = check_round(run_dir, case["case_id"], 1)
         assert document["profile"]["name"] == "cpu" and document["profile"]["reduced"]
@@ -154,6 +155,17 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     print("inference, cpu profiles through onnxruntime, one round each:")
     for case in summary["cases"][-len(INFERENCE):]:
         check_inference_round(run_dir, case)
+    # resnet50 on PyTorch, TensorFlow 2 and MindSpore side by side: the same figures in one table.
+    (resnet50,) = [g for g in summary["frameworks"] if g["model"] == "resnet50"]
+    assert [r["framework"] for r in resnet50["rows"]] == ["pytorch", "tensorflow2", "mindspore"]
+    assert {"final_acc1", "p_whole", "p_train", "p_core", "e2e_time"} <= set(resnet50["figures"])
+    for row in resnet50["rows"]:
+        assert row["status"] == "passed" and row["means"]["final_acc1"] > 0, row
+        assert row["means"]["p_core"] >= row["means"]["p_whole"] > 0, row
+    assert "## Frameworks side by side: resnet50 (training, cpux1x1, cpu profile)" in text
+    print("resnet50 across frameworks (means): " + "; ".join(
+        f"{r['framework']} final_acc1 {r['means']['final_acc1']:.4g} %, "
+        f"p_train {r['means']['p_train']:.4g} images/s" for r in resnet50["rows"]))
     bit = json.loads((run_dir / "bigtransfer-pytorch-cpux1x1/round1/round.json").read_text())
     assert bit["profile"]["checkpoint"]["path"] == "BiT-R14x1-random.npz"
     assert "| mean |" in (run_dir / "summary.md").read_text()

@@ -31,6 +31,8 @@ def plan_for(project, settings, hosts=("localhost",)):
 CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer",
            "faster_rcnn", "retinanet", "mask_rcnn", "tacotron2", "waveglow", "wav2vec2", "bert",
            "cpm", "glm", "transformer"]
+#: The catalog's cases on other frameworks, (model, framework), after the PyTorch catalog.
+FRAMEWORKS = [("resnet50", "tensorflow2"), ("resnet50", "mindspore"), ("bert", "paddle")]
 #: FlagPerf's inference cases, on the cpu vendor's onnxruntime (after the training catalog).
 INFERENCE = ["resnet50", "vit_l_16", "swin_transformer", "bert_large"]
 
@@ -46,6 +48,7 @@ def test_local_inventory_plans_a_round_of_each_base_and_training_case(project):
     assert [r["key"] for r in plan["rounds"]] == [
         f"{m}-pytorch-base-cpux1x{n}/round1" for m, n in BASE.items()] + [
         f"{m}-pytorch-cpux1x1/round1" for m in CATALOG] + [
+        f"{m}-{f}-cpux1x1/round1" for m, f in FRAMEWORKS] + [
         f"{m}-pytorch-inference-cpux1x1/round1" for m in INFERENCE]
     assert all(r["profile"]["name"] == "cpu" for r in plan["rounds"])
     # The cpu vendor's own inference configuration: its compiler, changed from FlagPerf's.
@@ -61,6 +64,10 @@ def test_local_inventory_plans_a_round_of_each_base_and_training_case(project):
     assert first["config"]["momentum"] == 0.9              # from the standard configuration
     assert first["overrides"] == {}
     assert first["launcher"] == "torchrun" and first["hosts"] == ["localhost"]
+    # Runtime none: every framework but the host's own PyTorch runs in its environment.
+    assert sorted(plan["envs"]) == sorted({f for _, f in FRAMEWORKS})
+    assert {r["framework"]: r["launcher"] for r in plan["rounds"] if r["framework"] != "pytorch"} \
+        == {"tensorflow2": "tf_config", "mindspore": "msrun", "paddle": "paddle"}
 
 
 # Malformed settings, inventories and case specs: tests/test_bad_input.py (through the CLI).

@@ -1,4 +1,5 @@
-"""Names for launching a round: vendor image tags and container names.
+"""Names for launching a round: vendor image tags, framework environment names and container
+names.
 
 The command line and environment of a node come from its launcher (``flagperf_ansible.launchers``).
 """
@@ -29,6 +30,22 @@ def image_tag(project: Path, vendor: str, framework: str, inputs: Mapping[str, A
         digest.update(path.read_bytes() + b"\0")
     digest.update(json.dumps(dict(inputs), sort_keys=True, default=str).encode())
     return digest.hexdigest()[:16]
+
+
+def framework_env_name(project: Path, vendor: str, framework: str, extra: list[str]) -> str:
+    """``<vendor>-<framework>-<hash>``: the folder name of a framework's virtual environment on
+    the hosts (container runtime none, roles/framework_env), 12 hex digits of SHA-256 over
+    ``vendors/<vendor>/docker_image/<framework>/requirements.txt`` and the cases' ``extra``
+    requirement lines: changed requirements name a new environment, which prepare makes.
+
+    Raises:
+        FileNotFoundError: the vendor has no requirements file for the framework.
+    """
+    path = project / "vendors" / vendor / "docker_image" / framework / "requirements.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path.relative_to(project)}: no requirements for the environment")
+    digest = hashlib.sha256(path.read_bytes() + b"\0" + "\n".join(sorted(extra)).encode())
+    return f"{vendor}-{framework}-{digest.hexdigest()[:12]}"
 
 
 def container_name(run_id: str, case_id: str, round_no: int, noderank: int) -> str:

@@ -14,7 +14,7 @@ from flagperf_ansible.cases import check_vendor_kit, effective_config, load_case
 from flagperf_ansible.casespec import parse_case_spec
 from flagperf_ansible.datasheet import datasheet_basis
 from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.launch import image_tag
+from flagperf_ansible.launch import framework_env_name, image_tag
 from flagperf_ansible.launchers import LAUNCHERS
 from flagperf_ansible.mfu import mfu_basis
 from flagperf_ansible.settings import check_settings, templated
@@ -59,8 +59,11 @@ def build_plan(
         project: the checkout holding ``benchmarks/`` and ``vendors/``.
 
     Returns:
-        ``{"vendor", "runtime", "results_dir", "cases": [...], "rounds": [...], "warnings"}``
-        (``warnings``: the vendor's new inference keys, seed 004) where each
+        ``{"vendor", "runtime", "results_dir", "images", "envs", "cases": [...], "rounds": [...],
+        "warnings"}`` (``warnings``: the vendor's new inference keys, seed 004; ``envs``, with
+        runtime none: per framework whose vendor.yml entry sets ``venv``, the virtual
+        environment prepare makes on each host, ``{"name", "path", "python", "requirements",
+        "extra"}``, its folder under ``<flagperf_workdir>/envs`` named by its content) where each
         round is ``{"key", "case_id", "round", "model", "framework", "hosts", "master_addr",
         "nodes", "suite", "nnodes", "nproc_per_node", "launcher", "python", "vendor_dir",
         "entry", "timeout", "data_dir", "data_format", "checkpoint", "config", "overrides",
@@ -200,10 +203,26 @@ def build_plan(
                 "name": name, "framework": framework, "requirements": extra,
                 "tag": image_tag(project, parsed.flagperf_vendor, framework,
                                  {**inputs, "requirements": extra} if extra else inputs)}
+    envs = {}
+    if parsed.flagperf_container_runtime == "none":
+        for framework in sorted({c["spec"]["framework"] for c in cases} & set(vendor_def["venv"])):
+            extra = sorted({r for c in cases if c["spec"]["framework"] == framework
+                            for r in c["requirements"]})
+            requirements = f"vendors/{parsed.flagperf_vendor}/docker_image/{framework}/requirements.txt"
+            try:
+                name = framework_env_name(project, parsed.flagperf_vendor, framework, extra)
+            except FileNotFoundError as error:
+                raise ConfigError(str(error), f"vendors/{parsed.flagperf_vendor}/vendor.yml",
+                                  f"frameworks.{framework}.venv") from None
+            path = f"{parsed.flagperf_workdir.rstrip('/')}/envs/{name}"
+            envs[framework] = {"name": name, "path": path, "python": f"{path}/bin/python",
+                               "requirements": _host_path(parsed.flagperf_root, requirements),
+                               "extra": extra}
     return {
         "vendor": parsed.flagperf_vendor,
         "container": vendor_def["container"],
         "images": images,
+        "envs": envs,
         "runtime": parsed.flagperf_container_runtime,
         "results_dir": str(results_dir),
         "cases": cases,

@@ -289,7 +289,29 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         if formulas:
             lines += ["", "How each figure is derived:", ""] + [f"- {line}" for line in formulas]
         lines += ["", units_line(case), ""]
+    for group in summary.get("frameworks") or []:
+        lines += [f"## Frameworks side by side: {framework_heading(group)}", ""]
+        lines += _markdown_table(*framework_table(group, summary))
+        lines += ["", "Means over each case's passed rounds; the same FINISHED figures on "
+                  "every framework.", ""]
     return "\n".join(lines) + "\n"
+
+
+def framework_heading(group: dict[str, Any]) -> str:
+    """``resnet50 (training, cpux1x1, cpu profile)``."""
+    profile = f", {group['profile']} profile" if group.get("profile") else ""
+    return f"{group['model']} ({group['suite']}, {group['configuration']}{profile})"
+
+
+def framework_table(group: dict[str, Any], summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of one ``summary.framework_comparison`` entry: a row per framework,
+    a column per figure (headed with its unit, as in the case tables)."""
+    cases = {c["case_id"]: c for c in summary["cases"]}
+    first = figures_of(cases[group["rows"][0]["case_id"]])
+    header = ["framework", "case", "status", *(first[f]["header"] for f in group["figures"])]
+    rows = [[row["framework"], row["case_id"], row["status"],
+             *(_fmt(row["means"].get(f)) for f in group["figures"])] for row in group["rows"]]
+    return header, rows
 
 
 def print_summary(summary: dict[str, Any], console: Any) -> None:
@@ -311,6 +333,14 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
             console.print(compared, markup=False)
         for line in datasheet_lines(case):
             console.print(line, markup=False)
+    for group in summary.get("frameworks") or []:
+        header, rows = framework_table(group, summary)
+        table = Table(title=f"Frameworks side by side: {framework_heading(group)}")
+        for name in header:
+            table.add_column(name, justify="left" if name in header[:3] else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
     console.print(f"run {summary['run_id']}: {summary['status']}")
 
 
@@ -494,6 +524,9 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
                     parts.append(f'<img alt="monitor timeline round {item["round"]}" '
                                  f'src="data:image/png;base64,{image}">')
         parts.append(f"<p>{html.escape(units_line(case))}</p>")
+    for group in summary.get("frameworks") or []:
+        parts.append(f"<h2>Frameworks side by side: {html.escape(framework_heading(group))}</h2>")
+        parts.append(_html_table(*framework_table(group, summary)))
     style = ("body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:"
              "collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
              "text-align:right}img{display:block;margin:0.5em 0}")

@@ -186,7 +186,7 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
             default every ``<case>/round<k>/round.json`` of the run.
 
     Returns:
-        ``{run_id, status, vendor, source, provenance, cases}`` (schema
+        ``{run_id, status, vendor, source, provenance, cases, frameworks}`` (schema
         ``schemas/summary.schema.json``). Each case: ``case_id``, ``spec``, ``suite``,
         ``profile`` (None on the standard configuration), ``contract``, ``figures``
         (``case_figures``), ``metric``, ``diagnostic``, ``status`` and ``passed`` (by
@@ -196,8 +196,8 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         rounds that passed), ``reference`` (``case_reference``: the published figures of the
         same configuration with the rounds' ratios to them, or None), ``datasheet``
         (``datasheet.case_datasheet``: each compared base figure's mean over the vendor's
-        datasheet) and ``sweep`` (``case_sweep``, or None). The run's status is
-        ``passed`` only when every case passed.
+        datasheet) and ``sweep`` (``case_sweep``, or None). ``frameworks``:
+        ``framework_comparison``. The run's status is ``passed`` only when every case passed.
     """
     run = read_json(run_dir / RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
     planned = {c["case_id"]: c for c in run.get("cases", [])}
@@ -267,7 +267,39 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         "source": "flagperf-ansible" if run else "flagperf",
         "provenance": run.get("provenance"),
         "cases": cases,
+        "frameworks": framework_comparison(cases),
     }
+
+
+def framework_comparison(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's cases of one model on more than one framework, side by side: one entry per
+    model, suite, hardware, nnodes, nproc_per_node and profile that ran on two frameworks or
+    more, ``{model, suite, configuration ("<hardware>x<nnodes>x<nproc>"), profile (its name or
+    None), figures: [keys every one of them has, in the first case's order], rows:
+    [{framework, case_id, status, means: {figure: mean over the passed rounds or None}}]}``.
+    Every framework's case writes the same FINISHED keys (the driver core), so the columns
+    mean the same thing in every row."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for case in cases:
+        spec = case.get("spec") or {}
+        if not spec.get("framework"):
+            continue
+        key = (spec.get("model"), case["suite"], spec.get("hardware"), spec.get("nnodes"),
+               spec.get("nproc_per_node"), profile_name(case.get("profile")))
+        groups.setdefault(key, []).append(case)
+    comparison = []
+    for (model, suite, hardware, nnodes, nproc, profile), members in groups.items():
+        if len({m["spec"]["framework"] for m in members}) < 2:
+            continue
+        figures = [f for f in members[0]["figures"] if all(f in m["figures"] for m in members)]
+        comparison.append({
+            "model": model, "suite": suite, "configuration": f"{hardware}x{nnodes}x{nproc}",
+            "profile": profile, "figures": figures,
+            "rows": [{"framework": m["spec"]["framework"], "case_id": m["case_id"],
+                      "status": m["status"],
+                      "means": {f: ((m.get("stats") or {}).get(f) or {}).get("mean")
+                                for f in figures}} for m in members]})
+    return comparison
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:

@@ -83,6 +83,10 @@ class FrameworkImage(BaseModel):
 
     #: The interpreter inside the image (the launcher's argv[0] for Python launchers).
     python: str = "python3"
+    #: Container runtime none: run the cases in a virtual environment that prepare makes on each
+    #: host from the image's ``requirements.txt`` (roles/framework_env), instead of in
+    #: ``flagperf_python`` (the host's own stack, e.g. its PyTorch).
+    venv: bool = False
 
     _python = field_validator("python")(check_path)
 
@@ -130,7 +134,8 @@ def read_vendor(project: Path, vendor: str) -> VendorDef:
 
 def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
     """The plan's view of a vendor, from one read of vendor.yml: ``{"hardware": [...],
-    "container": {...}, "python": {framework: interpreter}, "datasheet": {hardware:
+    "container": {...}, "python": {framework: interpreter}, "venv": [frameworks whose cases run
+    in a virtual environment with runtime none], "datasheet": {hardware:
     Datasheet.plain()}}``, container options as the vendor set them, the datasheet empty where
     it states none.
 
@@ -141,5 +146,6 @@ def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
     return {"hardware": list(definition.hardware),
             "container": definition.container.model_dump(exclude_unset=True),
             "python": {k: v.python for k, v in definition.frameworks.items()},
+            "venv": sorted(k for k, v in definition.frameworks.items() if v.venv),
             "datasheet": {hardware: sheet.plain()
                           for hardware, sheet in definition.datasheet.items()}}

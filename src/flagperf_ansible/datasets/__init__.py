@@ -18,6 +18,7 @@ from flagperf_ansible.datasets import (coco2017, imagenet, ljspeech, librispeech
 from flagperf_ansible.datasets import cpm_text
 from flagperf_ansible.datasets import glm_record_hdf5
 from flagperf_ansible.datasets import bert_eval_text
+from flagperf_ansible.datasets import imagenet_tfrecord
 from flagperf_ansible.datasets.registry import (Format, UnknownFormat, formats, get, names,
                                                 register, unregister)
 
@@ -30,6 +31,7 @@ for _module in (imagenet, coco2017, ljspeech, librispeech, mlperf_bert_hdf5, wmt
 register(cpm_text.FORMAT, replace=True)
 register(glm_record_hdf5.FORMAT, replace=True)
 register(bert_eval_text.FORMAT, replace=True)
+register(imagenet_tfrecord.FORMAT, replace=True)
 
 
 def check(format_name: str, path: str | Path) -> list[str]:

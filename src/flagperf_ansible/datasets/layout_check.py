@@ -25,6 +25,7 @@ As a script::
 import codecs
 import json
 import os
+import re
 import struct
 import sys
 import wave
@@ -395,6 +396,243 @@ def check_imagenet(root):
         problems.append("train/ and val/ have different class folders (only in train: %s; "
                         "only in val: %s)" % (_some(only_train) or "none",
                                               _some(only_val) or "none"))
+    return problems
+
+
+# --- ImageNet TFRecords --------------------------------------------------------------------
+# tensorflow/models' ImageNet TFRecords (tools/datasets/imagenet_to_gcs.py): shards named
+# <split>-NNNNN-of-MMMMM holding tf.train.Example records, in <split>/ folders as that script
+# writes them and FlagPerf's tensorflow2 loader reads them (<data_dir>/<split>/<split>*), or flat
+# at the root as official legacy resnet's imagenet_preprocessing.get_filenames lists them.
+
+TFRECORD_SPLITS = ("train", "validation")
+TFRECORD_SHARD = re.compile(r"^(train|validation)-(\d{5})-of-(\d{5})$")
+# The features official resnet's parse_example_proto cannot do without.
+TFRECORD_FEATURES = (("image/encoded", "bytes"), ("image/class/label", "int64"))
+
+_CRC32C_TABLE = []
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli: reflected polynomial 0x82F63B78, RFC 3720 appendix B.4) of the bytes
+    ``data``, as TFRecord frames use it; ``crc32c(b"123456789") == 0xE3069283``. Pure Python
+    (about 5 MB/s): for a record or two, not a data set."""
+    if not _CRC32C_TABLE:
+        for byte in range(256):
+            crc = byte
+            for _ in range(8):
+                crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+            _CRC32C_TABLE.append(crc)
+    table, crc = _CRC32C_TABLE, 0xFFFFFFFF
+    for byte in bytearray(data):
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def mask_crc(crc):
+    """TFRecord's mask of a CRC-32C: rotated right by 15 bits plus 0xA282EAD8, modulo 2**32
+    (tensorflow/core/lib/hash/crc32c.h, ``Mask``)."""
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def masked_crc32c(data):
+    """TFRecord's masked CRC-32C of ``data``."""
+    return mask_crc(crc32c(data))
+
+
+def tfrecord_first(path):
+    """The first record (bytes) of the TFRecord file at ``path``, its framing checked: uint64
+    length, masked CRC-32C of those 8 bytes, the data, masked CRC-32C of the data, integers
+    little-endian (tensorflow/core/lib/io/record_writer.cc). None for an empty file.
+
+    Raises:
+        ValueError: a truncated record or a CRC that does not match.
+    """
+    with open(path, "rb") as handle:
+        header = handle.read(12)
+        if not header:
+            return None
+        if len(header) < 12:
+            raise ValueError("truncated record header (%d of 12 bytes)" % len(header))
+        length, length_crc = struct.unpack("<QI", header)
+        if masked_crc32c(header[:8]) != length_crc:
+            raise ValueError("the first record's length CRC does not match: not a TFRecord file")
+        follows = os.fstat(handle.fileno()).st_size - 12
+        if length + 4 > follows:
+            raise ValueError("truncated: the first record has %d bytes, %d follow its header"
+                             % (length, follows))
+        data = handle.read(length)
+        data_crc = struct.unpack("<I", handle.read(4))[0]
+    if masked_crc32c(data) != data_crc:
+        raise ValueError("the first record's data CRC does not match")
+    return data
+
+
+def _varint(data, at):
+    value, shift = 0, 0
+    while True:
+        if at >= len(data):
+            raise ValueError("truncated protobuf varint")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+        if shift > 63:
+            raise ValueError("protobuf varint longer than 10 bytes")
+
+
+def protobuf_fields(data):
+    """``[(field number, wire type, value)]`` of a serialized protobuf message: an int for a
+    varint, bytes for a length-delimited or fixed-size field (protobuf encoding guide).
+
+    Raises:
+        ValueError: not a well-formed message.
+    """
+    data = bytearray(data)
+    at, fields = 0, []
+    while at < len(data):
+        key, at = _varint(data, at)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, at = _varint(data, at)
+        elif wire in (1, 2, 5):
+            if wire == 2:
+                size, at = _varint(data, at)
+            else:
+                size = 8 if wire == 1 else 4
+            if at + size > len(data):
+                raise ValueError("truncated protobuf field %d" % number)
+            value, at = bytes(data[at:at + size]), at + size
+        else:
+            raise ValueError("protobuf wire type %d of field %d is not covered" % (wire, number))
+        fields.append((number, wire, value))
+    return fields
+
+
+def example_features(record):
+    """``{name: (kind, values)}`` of a serialized ``tf.train.Example`` (tensorflow/core/example/
+    example.proto, feature.proto: Example.features = 1, Features.feature = 1, a map entry's key
+    = 1 and value = 2, Feature's bytes_list = 1, float_list = 2, int64_list = 3, each list's
+    values = 1, numbers packed or not); ``kind`` is ``bytes``, ``float`` or ``int64``.
+
+    Raises:
+        ValueError: not a tf.train.Example.
+    """
+    features = {}
+    for number, wire, example in protobuf_fields(record):
+        if number != 1 or wire != 2:
+            continue
+        for entry_number, entry_wire, entry in protobuf_fields(example):
+            if entry_number != 1 or entry_wire != 2:
+                continue
+            name, feature = None, b""
+            for part_number, _, part in protobuf_fields(entry):
+                if part_number == 1:
+                    name = bytes(part).decode("utf-8", "replace")
+                elif part_number == 2:
+                    feature = part
+            if name is None:
+                raise ValueError("a feature without a name")
+            features[name] = _feature_values(feature)
+    return features
+
+
+def _feature_values(feature):
+    for number, _, listed in protobuf_fields(feature):
+        kind = {1: "bytes", 2: "float", 3: "int64"}.get(number)
+        if kind is None:
+            continue
+        values = []
+        for _, wire, value in protobuf_fields(listed):
+            if kind == "bytes":
+                values.append(value)
+            elif kind == "float":
+                values.extend(struct.unpack("<%df" % (len(value) // 4), value))
+            elif wire == 0:
+                values.append(value - (1 << 64) if value >> 63 else value)
+            else:  # packed int64s
+                at = 0
+                while at < len(value):
+                    number_, at = _varint(bytearray(value), at)
+                    values.append(number_ - (1 << 64) if number_ >> 63 else number_)
+        return kind, values
+    return "empty", []
+
+
+def _tfrecord_shards(root, split):
+    """``(folder relative to root, {name: (index, total)})`` of a split's shards: in ``<split>/``,
+    else at the root; ``(None, {})`` when there are none."""
+    for relative in (split, ""):
+        folder = os.path.join(root, relative)
+        if not os.path.isdir(folder):
+            continue
+        found = {}
+        for name in _entries(folder):
+            match = TFRECORD_SHARD.match(name)
+            if match and match.group(1) == split and os.path.isfile(os.path.join(folder, name)):
+                found[name] = (int(match.group(2)), int(match.group(3)))
+        if found:
+            return relative, found
+    return None, {}
+
+
+def check_imagenet_tfrecord(root):
+    """ImageNet as TFRecords (tensorflow/models' imagenet_to_gcs.py layout): for train and
+    validation, shards ``<split>-NNNNN-of-MMMMM`` in ``<split>/`` (or all at the root), every
+    index 0..MMMMM-1 present with one total. The first shard's first record is read: its
+    TFRecord framing (lengths and both CRC-32C) must be valid and it must be a
+    ``tf.train.Example`` with ``image/encoded`` (bytes that start as an image file) and
+    ``image/class/label`` (int64, 1-based as in ImageNet's 1..1000: the loaders subtract 1).
+    """
+    problems = []
+    for split in TFRECORD_SPLITS:
+        relative, shards = _tfrecord_shards(root, split)
+        if not shards:
+            problems.append("no %s shards (%s/%s-00000-of-NNNNN, or %s-00000-of-NNNNN at the "
+                            "root)" % (split, split, split, split))
+            continue
+        where = "%s/" % relative if relative else "%s shards" % split
+        totals = sorted(set(total for _, total in shards.values()))
+        if len(totals) > 1:
+            problems.append("%s: shards of different totals (%s)" % (
+                where, ", ".join("of-%05d" % t for t in totals)))
+            continue
+        total = totals[0]
+        have = set(index for index, _ in shards.values())
+        missing = ["%s-%05d-of-%05d" % (split, i, total) for i in range(total) if i not in have]
+        beyond = sorted(name for name, (index, _) in shards.items() if index >= total)
+        if missing:
+            problems.append("%s: %d of %d shards missing: %s" % (
+                where, len(missing), total, _some(missing)))
+        if beyond:
+            problems.append("%s: shard numbers beyond the total: %s" % (where, _some(beyond)))
+        first = min(shards, key=lambda name: shards[name][0])
+        shown = "%s/%s" % (relative, first) if relative else first
+        try:
+            record = tfrecord_first(os.path.join(root, relative, first))
+            if record is None:
+                problems.append("%s: empty (no records)" % shown)
+                continue
+            features = example_features(record)
+        except (ValueError, struct.error) as err:
+            problems.append("%s: %s" % (shown, err))
+            continue
+        for name, kind in TFRECORD_FEATURES:
+            found_kind, values = features.get(name, ("absent", []))
+            if found_kind != kind or not values:
+                problems.append("%s: the first record has no %s %s (it has: %s)" % (
+                    shown, kind, name, _some(sorted(features)) or "no features"))
+        kind, encoded = features.get("image/encoded", ("absent", []))
+        if kind == "bytes" and encoded and image_kind(encoded[0][:12]) is None:
+            problems.append("%s: the first record's image/encoded is not an image file"
+                            % shown)
+        kind, labels = features.get("image/class/label", ("absent", []))
+        if kind == "int64" and labels and labels[0] < 1:
+            problems.append("%s: the first record's image/class/label is %d: labels are "
+                            "1-based (ImageNet's 1..1000; the loaders subtract 1)"
+                            % (shown, labels[0]))
     return problems
 
 
@@ -1098,6 +1336,7 @@ def check_glm_record_hdf5(root):
 
 CHECKERS = {
     "imagenet": check_imagenet,
+    "imagenet_tfrecord": check_imagenet_tfrecord,
     "coco2017": check_coco2017,
     "ljspeech": check_ljspeech,
     "librispeech": check_librispeech,

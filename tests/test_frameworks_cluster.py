@@ -1,0 +1,81 @@
+"""Frameworks other than PyTorch across two hosts: resnet50 on TensorFlow 2 (one worker per node,
+TF_CONFIG, MultiWorkerMirroredStrategy) and bert on PaddlePaddle (paddle.distributed.launch) on
+the loopback cluster's two sshd hosts with container runtime none, through the wrapper. Prepare
+makes each framework's environment on the hosts from the cpu vendor's requirements (once: the
+hosts share this machine's file system), and each node runs its case in it with every node's
+address from the round."""
+
+from __future__ import annotations
+
+import json
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import loopback_cluster
+from flagperf_ansible.launch import framework_env_name
+from test_cluster import left_behind
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {"resnet50-tensorflow2-cpux2x1": ("resnet50", "tensorflow2", "imagenet_tfrecord"),
+         "bert-paddle-cpux2x1": ("bert", "paddle", "mlperf_bert_hdf5")}
+
+
+def test_tensorflow2_and_paddle_rounds_span_two_hosts(cluster, tmp_path, venv_env):
+    # flagperf_python (the hosts' /usr/bin/python3) has neither framework: a passing round ran
+    # in the framework's environment.
+    for module in ("tensorflow", "paddle"):
+        assert subprocess.run(["/usr/bin/python3", "-c", f"import {module}"],
+                              capture_output=True).returncode != 0
+    data = loopback_cluster.SHARED / "data"
+    for _, _, data_format in CASES.values():
+        if not (data / data_format / ".prepared").is_file():
+            done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "data", "prepare",
+                                   data_format, str(data / data_format)],
+                                  capture_output=True, text=True, cwd=ROOT)
+            assert done.returncode == 0, done.stderr
+            (data / data_format / ".prepared").touch()
+    subprocess.run(["chmod", "-R", "a+rX", str(data)], check=True)
+    inventory = tmp_path / "inventory"
+    shutil.copytree(cluster.inventory, inventory)
+    settings_file = inventory / "group_vars" / "all.yml"
+    settings = yaml.safe_load(settings_file.read_text())
+    settings["flagperf_container_runtime"] = "none"
+    settings["flagperf_cases"] = [
+        {"model": model, "framework": framework, "hardware": "cpu", "nnodes": 2,
+         "nproc_per_node": 1, "repeat": 1, "timeout": 900, "data_dir": str(data / data_format)}
+        for model, framework, data_format in CASES.values()]
+    settings_file.write_text(yaml.safe_dump(settings, sort_keys=False))
+    results = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "run", "-i", str(inventory),
+                           "--results-dir", str(results)], cwd=ROOT, capture_output=True,
+                          text=True, env={**venv_env, "COLUMNS": "200"}, timeout=3000)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    (run_dir,) = results.glob("run*")
+
+    home = Path(pwd.getpwnam(loopback_cluster.USER).pw_dir)
+    for case_id, (model, framework, _) in CASES.items():
+        round_dir = run_dir / case_id / "round1"
+        document = json.loads((round_dir / "round.json").read_text())
+        assert document["status"] == "passed", document["reason"]
+        finished = document["finished"]
+        assert finished["converged"] is True and finished["world_size"] == 2
+        env = home / "work/envs" / framework_env_name(ROOT, "cpu", framework, [])
+        assert (env / ".flagperf-env-complete").is_file()
+        for noderank, node in enumerate(("node1_noderank0", "node2_noderank1")):
+            log = (round_dir / node / f"rank{noderank}.out.log").read_text()
+            finished_lines = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines()
+                              if line.startswith("[PerfLog] ") and '"FINISHED"' in line]
+            assert len(finished_lines) == 1, log[-2000:]
+            # Every rank counts the samples of both: the framework's collective summed them.
+            assert finished_lines[0]["value"]["num_trained_samples"] == \
+                finished["num_trained_samples"]
+    names, monitors = left_behind(run_dir.name)
+    assert names == [] and monitors == []
