@@ -146,6 +146,7 @@ def test_paddle_names_the_master_and_a_fixed_rank_on_many_nodes_only():
         assert option(argv, "--nnodes") == "3"
         assert option(argv, "--master") == f"10.0.0.1:{PORT}"
         assert option(argv, "--rank") == str(noderank)
+        assert option(argv, "--host") == round_["nodes"][noderank]
         # the launcher's options come before the training script, the case's after it
         assert argv.index("--rank") < argv.index(script_of(round_)[0])
 

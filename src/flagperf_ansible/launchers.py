@@ -114,8 +114,10 @@ class Binary(Launcher):
 
 class Paddle(Launcher):
     """``python -m paddle.distributed.launch --nproc_per_node P --log_dir <out>/paddle_log``,
-    and on more than one node ``--nnodes N --master A:M --rank R`` (noderank 0 serves the
-    rendezvous; a fixed rank keeps noderank order). Options as documented for
+    and on more than one node ``--nnodes N --master A:M --rank R --host H`` (noderank 0 serves
+    the rendezvous; a fixed rank keeps noderank order; ``H`` is the node's own address in the
+    round: the launcher otherwise takes the address its host name resolves to, and serves the
+    rendezvous only where that equals ``A``). Options as documented for
     ``paddle.distributed.launch`` (PaddlePaddle API reference, 2.3 onwards)."""
 
     name = "paddle"
@@ -126,7 +128,8 @@ class Paddle(Launcher):
                 str(node.nproc_per_node), "--log_dir", f"{output_dir}/paddle_log"]
         if node.nnodes > 1:
             argv += ["--nnodes", str(node.nnodes), "--master",
-                     f"{node.master_addr}:{node.master_port}", "--rank", str(node.noderank)]
+                     f"{node.master_addr}:{node.master_port}", "--rank", str(node.noderank),
+                     "--host", str(node.round["nodes"][node.noderank])]
         return argv + script
 
 
