@@ -3,7 +3,7 @@ TF_CONFIG, MultiWorkerMirroredStrategy) and bert on PaddlePaddle (paddle.distrib
 the loopback cluster's two sshd hosts with container runtime none, through the wrapper. Prepare
 makes each framework's environment on the hosts from the cpu vendor's requirements (once: the
 hosts share this machine's file system), and each node runs its case in it with every node's
-address from the round."""
+address from the round. Then a paddle round in the cpu vendor's paddle image (runtime docker)."""
 
 from __future__ import annotations
 
@@ -77,5 +77,43 @@ def test_tensorflow2_and_paddle_rounds_span_two_hosts(cluster, tmp_path, venv_en
             # Every rank counts the samples of both: the framework's collective summed them.
             assert finished_lines[0]["value"]["num_trained_samples"] == \
                 finished["num_trained_samples"]
+    names, monitors = left_behind(run_dir.name)
+    assert names == [] and monitors == []
+
+
+def test_a_paddle_round_runs_in_the_vendor_image(cluster, tmp_path, venv_env):
+    """Runtime docker: the cpu vendor's paddle image (vendors/cpu/docker_image/paddle, built
+    once by prepare from the same requirements.txt as the environment) runs bert on one host."""
+    data = loopback_cluster.SHARED / "data" / "mlperf_bert_hdf5"
+    if not (data / ".prepared").is_file():
+        done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "data", "prepare",
+                               "mlperf_bert_hdf5", str(data)], capture_output=True, text=True,
+                              cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        (data / ".prepared").touch()
+    subprocess.run(["chmod", "-R", "a+rX", str(data)], check=True)
+    inventory = tmp_path / "inventory"
+    shutil.copytree(cluster.inventory, inventory)
+    settings_file = inventory / "group_vars" / "all.yml"
+    settings = yaml.safe_load(settings_file.read_text())
+    settings["flagperf_cases"] = [{"model": "bert", "framework": "paddle", "hardware": "cpu",
+                                   "nnodes": 1, "nproc_per_node": 1, "repeat": 1,
+                                   "timeout": 900, "data_dir": str(data)}]
+    settings_file.write_text(yaml.safe_dump(settings, sort_keys=False))
+    results = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "run", "-i", str(inventory),
+                           "--results-dir", str(results)], cwd=ROOT, capture_output=True,
+                          text=True, env={**venv_env, "COLUMNS": "200"}, timeout=3000)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    (run_dir,) = results.glob("run*")
+    round_dir = run_dir / "bert-paddle-cpux1x1" / "round1"
+    document = json.loads((round_dir / "round.json").read_text())
+    assert document["status"] == "passed", document["reason"]
+    assert document["finished"]["converged"] is True
+    images = subprocess.run(["docker", "images", "--format", "{{.Repository}}",
+                             "flagperf-cpu-paddle"], capture_output=True, text=True, check=True)
+    assert "flagperf-cpu-paddle" in images.stdout.split()
+    # The container's log holds paddle's own output: the round ran in the image.
+    assert (round_dir / "node1_noderank0" / "container.log").is_file()
     names, monitors = left_behind(run_dir.name)
     assert names == [] and monitors == []
