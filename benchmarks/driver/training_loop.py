@@ -64,6 +64,19 @@ def launched_rank() -> tuple[int, int]:
     return _first_int(RANK_VARIABLES, 0), _first_int(WORLD_SIZE_VARIABLES, 1)
 
 
+def config_count(config: Mapping[str, Any], key: str, default: int) -> int:
+    """``config[key]`` as a count (``default`` where missing or null).
+
+    Raises:
+        ValueError: a negative value (the message names the key), or not an integer.
+    """
+    value = config.get(key)
+    value = default if value is None else int(value)
+    if value < 0:
+        raise ValueError(f"config {key}: {value} is negative")
+    return value
+
+
 @dataclass(frozen=True)
 class LoopSettings:
     """The loop's part of a case's configuration (see the module docstring)."""
@@ -87,11 +100,7 @@ class LoopSettings:
                 count is negative (the message names the key).
         """
         def count(key: str, default: int) -> int:
-            value = config.get(key)
-            value = default if value is None else int(value)
-            if value < 0:
-                raise ValueError(f"config {key}: {value} is negative")
-            return value
+            return config_count(config, key, default)
 
         for key in ("train_batch_size", "eval_batch_size"):
             if int(config.get(key) or 0) <= 0:

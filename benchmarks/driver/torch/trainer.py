@@ -33,6 +33,7 @@ Configuration keys it reads (the case's effective configuration): ``train_batch_
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from driver import dist, perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
 from driver.convergence import Target
 from driver.finished import RoundClock
+from driver.training_loop import LoopSettings, config_count
 from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hooks
 
 #: ``precision`` values and the dtype autocast runs in (None: no autocast). ``amp`` is bf16,
@@ -56,21 +58,13 @@ Batch = Any  # what the case's DataLoader yields: tensors, or tuples, lists or d
 
 
 @dataclass(frozen=True)
-class TrainerSettings:
-    """The trainer's part of a case's configuration (see the module docstring)."""
+class TrainerSettings(LoopSettings):
+    """The trainer's part of a case's configuration (see the module docstring): the loop's
+    settings every framework shares (``driver.training_loop.LoopSettings``) and PyTorch's own."""
 
-    train_batch_size: int
-    eval_batch_size: int
-    epochs: int = 0
-    max_steps: int = 0
-    max_samples: int = 0
     precision: str = "fp32"
     gradient_accumulation_steps: int = 1
-    eval_interval_samples: int = 0
-    stop_at_target: bool = True
-    log_freq: int = 50
     num_workers: int = 0
-    seed: int = 0
     dist_backend: str | None = None
 
     @classmethod
@@ -81,33 +75,15 @@ class TrainerSettings:
             ValueError: a batch size is missing or not positive, no termination is set, a count
                 is negative, or ``precision`` is not one of ``AUTOCAST_DTYPES``.
         """
-        def count(key: str, default: int) -> int:
-            value = config.get(key)
-            value = default if value is None else int(value)
-            if value < 0:
-                raise ValueError(f"config {key}: {value} is negative")
-            return value
-
-        for key in ("train_batch_size", "eval_batch_size"):
-            if int(config.get(key) or 0) <= 0:
-                raise ValueError(f"config {key}: a positive batch size per process is required")
         settings = cls(
-            train_batch_size=int(config["train_batch_size"]),
-            eval_batch_size=int(config["eval_batch_size"]),
-            epochs=count("epochs", 0), max_steps=count("max_steps", 0),
-            max_samples=count("max_samples", 0),
+            **dataclasses.asdict(LoopSettings.from_config(config)),
             precision=str(config.get("precision") or "fp32"),
-            gradient_accumulation_steps=max(1, count("gradient_accumulation_steps", 1)),
-            eval_interval_samples=count("eval_interval_samples", 0),
-            stop_at_target=bool(config.get("stop_at_target", True)),
-            log_freq=max(1, count("log_freq", 50)), num_workers=count("num_workers", 0),
-            seed=int(config.get("seed") or 0), dist_backend=config.get("dist_backend") or None,
-        )
+            gradient_accumulation_steps=max(1, config_count(config, "gradient_accumulation_steps", 1)),
+            num_workers=config_count(config, "num_workers", 0),
+            dist_backend=config.get("dist_backend") or None)
         if settings.precision not in AUTOCAST_DTYPES:
             raise ValueError(f"config precision: {settings.precision!r}, expected one of "
                              + ", ".join(AUTOCAST_DTYPES))
-        if not (settings.epochs or settings.max_steps or settings.max_samples):
-            raise ValueError("config: set at least one of epochs, max_steps, max_samples")
         return settings
 
 
