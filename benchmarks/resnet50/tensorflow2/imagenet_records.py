@@ -11,9 +11,9 @@ Each worker (input pipeline) reads its own shards: the files are split over the 
 there are at least as many as workers, else the records (every worker then reads every file).
 Training batches come from a repeated, shuffled stream, ``drop_remainder``; an epoch is
 ``num_train_examples // global batch`` updates on every worker (as official resnet's
-``steps_per_epoch``). Evaluation reads each worker's share once, padded with weight-0 images to
-the same number of whole batches on every worker, so each collective step has every worker in
-it and the top-1 counts every validation image exactly once.
+``steps_per_epoch``). Evaluation reads each worker's share once per evaluation, padded with
+weight-0 images to the same number of whole batches on every worker, so each collective step
+has every worker in it and the top-1 counts every validation image exactly once.
 
 Augmentation (config ``train_transform``): ``inception_crop`` (tensorflow/models'
 ``preprocess_for_train``: a random box covering 5-100 % of the image with aspect ratio 3/4-4/3,
@@ -214,8 +214,9 @@ def eval_steps(counts: list[int], workers: int, batch_size: int, local_replicas:
 
 def eval_dataset(files: list[Path], config: Mapping[str, Any], workers: int, index: int,
                  batch_size: int, steps: int, local_replicas: int) -> tf.data.Dataset:
-    """This worker's validation share as ``steps * local_replicas`` batches ``(images, classes,
-    weights)``: weight 1 for each real image, 0 for the padding after them."""
+    """This worker's validation share, over and over, as batches ``(images, classes,
+    weights)``: each pass is ``steps * local_replicas`` batches, weight 1 for each real image and
+    0 for the padding after them. One iterator serves every evaluation (one pass each)."""
     size = int(config["image_size"])
     transform = eval_transform(config)
     images = (_records(files, workers, index, False, 0,
@@ -223,11 +224,11 @@ def eval_dataset(files: list[Path], config: Mapping[str, Any], workers: int, ind
               .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
               .map(lambda image, label: (transform(image), label, tf.constant(1.0)),
                    num_parallel_calls=tf.data.AUTOTUNE))
-    if config.get("cache_images"):
-        images = images.cache()
     padding = tf.data.Dataset.from_tensors(
         (tf.zeros((size, size, 3), tf.float32), tf.constant(0, tf.int32), tf.constant(0.0)))
-    return (images.concatenate(padding.repeat())
-            .take(steps * local_replicas * batch_size)
+    one_pass = images.concatenate(padding.repeat()).take(steps * local_replicas * batch_size)
+    if config.get("cache_images"):
+        one_pass = one_pass.cache()  # after take: each pass reads the cache to its end
+    return (one_pass.repeat()
             .batch(batch_size, drop_remainder=True)
             .prefetch(tf.data.AUTOTUNE))

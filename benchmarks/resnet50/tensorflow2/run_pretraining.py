@@ -49,6 +49,10 @@ from model import build_model, l2_penalty, parameter_count, penalised_weights  #
 #: ``precision`` -> Keras' dtype policy (amp runs in bf16, as the torch cases' autocast).
 POLICIES = {"fp32": "float32", "amp": "mixed_bfloat16", "bf16": "mixed_bfloat16",
             "fp16": "mixed_float16"}
+#: The round's TensorFlow objects, kept until the process ends (``exit_rank``'s ``os._exit``):
+#: freed on return, the input iterators cancel and join their pipelines' threads, which took 20
+#: to 80 s after FINISHED on two busy cores (py-spy: the main thread in train()'s frame teardown).
+KEPT: list = []
 
 
 class LearningRate(keras.optimizers.schedules.LearningRateSchedule):
@@ -131,8 +135,10 @@ def main() -> int:
     config, data_dir, log = start.config, start.data_dir, start.log
     try:
         return train(start, config, data_dir, log)
-    except (ValueError, KeyError, FileNotFoundError) as err:  # bad configuration or data
-        raise SystemExit(f"{start.args.config}: {type(err).__name__}: {err}") from None
+    except KeyError as err:  # a key the case needs is not in the configuration
+        raise SystemExit(f"{start.args.config}: config has no {err}") from None
+    except (ValueError, FileNotFoundError) as err:  # bad configuration or data
+        raise SystemExit(f"{start.args.config}: {err}") from None
 
 
 def train(start, config, data_dir, log) -> int:
@@ -140,8 +146,9 @@ def train(start, config, data_dir, log) -> int:
     if (start.rank, start.world_size) != (index, workers):
         raise ValueError(f"TF_CONFIG makes this worker {index} of {workers}, RANK/WORLD_SIZE "
                          f"say {start.rank} of {start.world_size}")
-    tf.config.threading.set_intra_op_parallelism_threads(int(setting(config, "intra_op_threads", 0)))
-    tf.config.threading.set_inter_op_parallelism_threads(int(setting(config, "inter_op_threads", 0)))
+    threading = tf.config.threading
+    threading.set_intra_op_parallelism_threads(int(setting(config, "intra_op_threads", 0)))
+    threading.set_inter_op_parallelism_threads(int(setting(config, "inter_op_threads", 0)))
     strategy = (tf.distribute.MultiWorkerMirroredStrategy() if workers > 1
                 else tf.distribute.MirroredStrategy())
     replicas = strategy.num_replicas_in_sync
@@ -241,11 +248,12 @@ def train(start, config, data_dir, log) -> int:
     eval_step.get_concrete_function(val_set.element_spec)
     total_val = sum(val_counts)
 
+    val_batches = iter(val_set)
+
     def evaluate() -> float:
-        batches = iter(val_set)
         correct = counted = 0.0
         for _ in range(eval_steps):
-            summed = eval_step(next(batches)).numpy()
+            summed = eval_step(next(val_batches)).numpy()
             correct, counted = correct + float(summed[0]), counted + float(summed[1])
         if round(counted) != total_val:
             raise RuntimeError(f"evaluated {counted:.0f} images of {total_val}")
@@ -266,6 +274,7 @@ def train(start, config, data_dir, log) -> int:
                         batch_samples=lambda batch: samples, evaluate=evaluate,
                         learning_rate=lambda: schedule(optimizer.iterations))
     loop.finish(progress)
+    KEPT.extend((stream, val_batches, train_set, val_set, model, optimizer, strategy))
     return 0
 
 

@@ -553,10 +553,10 @@ def _feature_values(feature):
             elif wire == 0:
                 values.append(value - (1 << 64) if value >> 63 else value)
             else:  # packed int64s
-                at = 0
-                while at < len(value):
-                    number_, at = _varint(bytearray(value), at)
-                    values.append(number_ - (1 << 64) if number_ >> 63 else number_)
+                packed, at = bytearray(value), 0
+                while at < len(packed):
+                    decoded, at = _varint(packed, at)
+                    values.append(decoded - (1 << 64) if decoded >> 63 else decoded)
         return kind, values
     return "empty", []
 
