@@ -21,12 +21,9 @@ import mindspore.dataset as ds
 import numpy as np
 from mindspore.dataset import transforms, vision
 
+from driver.case_io import setting
+
 TRAIN_TRANSFORMS = ("random_resized_crop", "random_shift")
-
-
-def _setting(config: Mapping[str, Any], key: str, default: Any) -> Any:
-    value = config.get(key)
-    return default if value is None else value
 
 
 def _split(data_dir: Path, split: str) -> str:
@@ -52,17 +49,17 @@ def train_transforms(config: Mapping[str, Any]) -> list:
         ValueError: an unknown ``train_transform``.
     """
     crop = int(config["train_crop_size"])
-    kind = str(_setting(config, "train_transform", "random_resized_crop"))
+    kind = str(setting(config, "train_transform", "random_resized_crop"))
     if kind == "random_resized_crop":
         steps = [vision.RandomResizedCrop(crop, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
                                           interpolation=vision.Inter.BILINEAR)]
     elif kind == "random_shift":
         steps = [vision.Resize((crop, crop), vision.Inter.BILINEAR),
-                 vision.RandomCrop(crop, padding=int(_setting(config, "random_shift", 0)))]
+                 vision.RandomCrop(crop, padding=int(setting(config, "random_shift", 0)))]
     else:
         raise ValueError(f"config train_transform: {kind!r}, expected one of "
                          f"{', '.join(TRAIN_TRANSFORMS)}")
-    hflip = float(_setting(config, "hflip_prob", 0.5))
+    hflip = float(setting(config, "hflip_prob", 0.5))
     if hflip > 0:
         steps.append(vision.RandomHorizontalFlip(hflip))
     return steps + _normalize(config)
@@ -105,14 +102,14 @@ def train_dataset(data_dir: Path, config: Mapping[str, Any], rank: int,
         FileNotFoundError: ``train/`` is missing.
         ValueError: an unknown transform, or no whole batch in a shard.
     """
-    ds.config.set_seed(int(_setting(config, "seed", 0)))
+    ds.config.set_seed(int(setting(config, "seed", 0)))
     classes = {name: i for i, name in enumerate(class_names(data_dir))}
     dataset = ds.ImageFolderDataset(_split(data_dir, "train"), decode=True, shuffle=True,
                                     class_indexing=classes, num_shards=world_size,
                                     shard_id=rank)
     batch = int(config["train_batch_size"])
     dataset = _pipeline(dataset, train_transforms(config), batch,
-                        max(1, int(_setting(config, "num_workers", 0))), drop_remainder=True)
+                        max(1, int(setting(config, "num_workers", 0))), drop_remainder=True)
     if dataset.get_dataset_size() == 0:
         raise ValueError(f"config train_batch_size: {batch} is more than the images of one "
                          f"of {world_size} shards of {data_dir}/train")
@@ -134,4 +131,4 @@ def val_dataset(data_dir: Path, config: Mapping[str, Any], rank: int,
     sampler = ds.SubsetSampler(list(range(rank, size, world_size)))
     dataset = ds.ImageFolderDataset(folder, decode=True, sampler=sampler, class_indexing=classes)
     return _pipeline(dataset, eval_transforms(config), int(config["eval_batch_size"]),
-                     max(1, int(_setting(config, "num_workers", 0))), drop_remainder=False)
+                     max(1, int(setting(config, "num_workers", 0))), drop_remainder=False)

@@ -37,6 +37,7 @@ from mindspore import amp, nn, ops  # noqa: E402
 import imagenet_folders  # noqa: E402
 import schedule  # noqa: E402
 from driver import perflog  # noqa: E402
+from driver.case_io import setting  # noqa: E402
 from driver.convergence import Target  # noqa: E402
 from driver.dist import exit_rank  # noqa: E402
 from driver.training_loop import LoopSettings, TrainingLoop, start_case  # noqa: E402
@@ -49,11 +50,6 @@ PRECISIONS = ("fp32", "fp16")
 #: AllReduce takes float32 and float16 only, and a float32 sum of values below 2**12 stays
 #: exact over up to 2**12 ranks.
 _DIGIT_BITS, _DIGITS = 12, 4
-
-
-def _setting(config, key, default):
-    value = config.get(key)
-    return default if value is None else value
 
 
 def configure_device(config) -> str:
@@ -69,17 +65,17 @@ def configure_device(config) -> str:
     Raises:
         ValueError: an unknown ``device_target``, ``mode`` or ``precision``.
     """
-    device = str(_setting(config, "device_target", "CPU"))
+    device = str(setting(config, "device_target", "CPU"))
     if device not in DEVICE_TARGETS:
         raise ValueError(f"config device_target: {device!r}, expected one of "
                          f"{', '.join(DEVICE_TARGETS)}")
-    mode = str(_setting(config, "mode", "graph"))
+    mode = str(setting(config, "mode", "graph"))
     if mode not in MODES:
         raise ValueError(f"config mode: {mode!r}, expected graph or pynative")
-    precision = str(_setting(config, "precision", "fp32"))
+    precision = str(setting(config, "precision", "fp32"))
     if precision not in PRECISIONS:
-        raise ValueError(f"config precision: {precision!r}, expected one of "
-                         f"{', '.join(PRECISIONS)} (MindSpore's CPU kernels reject bfloat16)")
+        raise ValueError(f"config precision: {precision!r}, expected fp32 or fp16 (no bf16: "
+                         "MindSpore 2.10's CPU kernels reject it, on GPU it is untried)")
     if device == "CPU":
         os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
     ms.set_device(device)
@@ -114,17 +110,17 @@ def make_optimizer(net: nn.Cell, config, learning_rates: list[float]) -> nn.Opti
     Raises:
         ValueError: ``optimizer`` is not sgd.
     """
-    kind = str(_setting(config, "optimizer", "sgd"))
+    kind = str(setting(config, "optimizer", "sgd"))
     if kind != "sgd":
         raise ValueError(f"config optimizer: {kind!r}, expected sgd")
-    decay = float(_setting(config, "weight_decay", 0.0))
-    norm_decay = float(_setting(config, "norm_weight_decay", decay))
+    decay = float(setting(config, "weight_decay", 0.0))
+    norm_decay = float(setting(config, "norm_weight_decay", decay))
     params = net.trainable_params()
     groups = [{"params": [p for p in params if len(p.shape) > 1], "weight_decay": decay},
               {"params": [p for p in params if len(p.shape) <= 1], "weight_decay": norm_decay}]
     return nn.SGD(groups, learning_rate=learning_rates,
-                  momentum=float(_setting(config, "momentum", 0.0)),
-                  nesterov=bool(_setting(config, "nesterov", False)))
+                  momentum=float(setting(config, "momentum", 0.0)),
+                  nesterov=bool(setting(config, "nesterov", False)))
 
 
 def main() -> int:
@@ -153,12 +149,12 @@ def main() -> int:
     start.log.log(perflog.CREATE_OPTIMIZER, {"optimizer": "SGD",
                                              "learning_rate": float(config["learning_rate"])})
     scaler = None
-    if str(_setting(config, "precision", "fp32")) == "fp16":
+    if str(setting(config, "precision", "fp32")) == "fp16":
         net = amp.auto_mixed_precision(net, "O2", dtype=ms.float16)
-        scaler = amp.StaticLossScaler(float(_setting(config, "loss_scale", 1024.0)))
+        scaler = amp.StaticLossScaler(float(setting(config, "loss_scale", 1024.0)))
         start.log.log(perflog.MODEL_TO_FP16, {"precision": "fp16",
                                               "loss_scale": scaler.scale_value.asnumpy().item()})
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=float(_setting(config, "label_smoothing", 0.0)))
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=float(setting(config, "label_smoothing", 0.0)))
 
     def forward(images, labels):
         loss = loss_fn(net(images).astype(ms.float32), labels)
@@ -179,7 +175,7 @@ def main() -> int:
         optimizer(grads)
         return loss
 
-    if str(_setting(config, "mode", "graph")) == "graph":
+    if str(setting(config, "mode", "graph")) == "graph":
         update = ms.jit(update)
     done = [0]
 
@@ -217,6 +213,18 @@ def main() -> int:
     return 0
 
 
+def serve_scheduler() -> int:
+    """The msrun scheduler's part. msrun runs the entry once more, beside the workers, as its
+    cluster's scheduler (``MS_ROLE=MS_SCHED``, ``RANK_ID`` 0: mindspore 2.10
+    ``parallel/cluster/process_entity/_api.py``); it must train nothing and write no rank log.
+    With several workers it serves their rendezvous (``init`` returns, or ends the process,
+    once every worker has left); with one there is no cluster to serve."""
+    if int(os.environ.get("MS_WORKER_NUM", "1")) > 1:
+        from mindspore.communication import init
+        init()
+    return 0
+
+
 def leave(status: int) -> None:
     """End the process after MindSpore's exit handlers: they leave msrun's cluster (its
     scheduler otherwise reports the rank as timed out and the job as failed), and
@@ -227,4 +235,4 @@ def leave(status: int) -> None:
 
 
 if __name__ == "__main__":
-    leave(main())
+    leave(serve_scheduler() if os.environ.get("MS_ROLE") == "MS_SCHED" else main())

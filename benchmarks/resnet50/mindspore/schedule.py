@@ -14,20 +14,17 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from driver.case_io import setting
+
 SCHEDULERS = ("cosine", "step", "constant")
-
-
-def _setting(config: Mapping[str, Any], key: str, default: Any) -> Any:
-    value = config.get(key)
-    return default if value is None else value
 
 
 def check(config: Mapping[str, Any]) -> None:
     """Raise ValueError naming the key when the schedule keys are not ones this case knows."""
-    kind = str(_setting(config, "lr_scheduler", "cosine"))
+    kind = str(setting(config, "lr_scheduler", "cosine"))
     if kind not in SCHEDULERS:
         raise ValueError(f"config lr_scheduler: {kind!r}, expected one of {', '.join(SCHEDULERS)}")
-    if kind == "step" and float(_setting(config, "lr_step_size", 0)) <= 0:
+    if kind == "step" and float(setting(config, "lr_step_size", 0)) <= 0:
         raise ValueError("config lr_step_size: a positive number of epochs is required")
 
 
@@ -41,19 +38,19 @@ def learning_rate(step: int, steps_per_epoch: float, total_steps: int,
     """
     check(config)
     peak = float(config["learning_rate"])
-    warmup = int(_setting(config, "lr_warmup_steps", 0)) or round(
-        float(_setting(config, "lr_warmup_epochs", 0)) * steps_per_epoch)
+    warmup = int(setting(config, "lr_warmup_steps", 0)) or round(
+        float(setting(config, "lr_warmup_epochs", 0)) * steps_per_epoch)
     if step < warmup:
-        start = float(_setting(config, "lr_warmup_decay", 0.01))
+        start = float(setting(config, "lr_warmup_decay", 0.01))
         return peak * (start + (1.0 - start) * step / warmup)
-    kind = str(_setting(config, "lr_scheduler", "cosine"))
+    kind = str(setting(config, "lr_scheduler", "cosine"))
     if kind == "cosine":
-        floor = float(_setting(config, "lr_min", 0.0)) / peak
+        floor = float(setting(config, "lr_min", 0.0)) / peak
         progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
         return peak * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress)))
     if kind == "step":
         epochs = step / max(steps_per_epoch, 1e-9)
-        gamma = float(_setting(config, "lr_gamma", 0.1))
+        gamma = float(setting(config, "lr_gamma", 0.1))
         return peak * gamma ** math.floor(epochs / float(config["lr_step_size"]))
     return peak
 

@@ -136,7 +136,8 @@ def supervise(out: Path, argv: list[str], timeout: float, stop_grace: float, std
                  if result else contextlib.nullcontext(log)) as stdout:
             child = subprocess.Popen(argv, cwd=out, stdin=stdin, stdout=stdout,
                                      stderr=log, start_new_session=True,
-                                     env={**os.environ, OWNER_ENV: str(out.resolve())})
+                                     env={**os.environ, **interpreter_path(argv),
+                                          OWNER_ENV: str(out.resolve())})
     except OSError as err:
         write_json(out / STATUS, {"finished": 1, "rc": 127, "timed_out": False,
                                   "msg": f"cannot run {argv[0]}: {err}", "started_ms": started,
@@ -152,6 +153,16 @@ def supervise(out: Path, argv: list[str], timeout: float, stop_grace: float, std
     write_json(out / STATUS, {"finished": 1, "rc": rc, "timed_out": timed_out,
                               "msg": TIMEOUT_MSG if timed_out else "", "started_ms": started,
                               "ended_ms": now_ms()})
+
+
+def interpreter_path(argv: list) -> dict:
+    """``{"PATH": ...}`` with the folder of the node's interpreter first, where ``argv[0]`` is a
+    Python given by its path (a framework's environment), as an activated environment has it:
+    a launcher that starts its workers by name (msrun's ``python``) then finds the same one.
+    Empty otherwise."""
+    if not (os.path.isabs(argv[0]) and os.path.basename(argv[0]).startswith("python")):
+        return {}
+    return {"PATH": os.pathsep.join([os.path.dirname(argv[0]), os.environ.get("PATH", "")])}
 
 
 def make_node_dir(out: Path, config_json: str | None) -> None:
