@@ -90,6 +90,18 @@ def test_a_command_that_cannot_run_is_a_failed_node(tmp_path):
     assert node_failed(poll) and node_outcome(poll)["rc"] == 127
 
 
+def test_an_interpreter_given_by_its_path_is_first_on_the_cases_path(tmp_path):
+    """As in an activated environment: a launcher that starts its workers by name (msrun's
+    `python`) finds the node's interpreter."""
+    venv = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    out = tmp_path / "node"
+    start(out, str(venv / "bin/python"), "-c",
+          "import os, shutil; open('seen', 'w').write(shutil.which('python'))")
+    assert node_finished(wait(out, 30))
+    assert (out / "seen").read_text() == str(venv / "bin/python")
+
+
 def test_a_supervisor_killed_without_a_word_ends_the_node(tmp_path):
     out = tmp_path / "node"
     start(out, "sleep", "30")
