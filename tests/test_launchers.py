@@ -176,14 +176,16 @@ def test_tf_config_lists_every_node_and_this_nodes_index():
     for noderank in range(3):
         env = launch_env(round_, noderank, ROOT, PORT)
         tf_config = json.loads(env["TF_CONFIG"])
-        assert tf_config == {"cluster": {"worker": [f"{a}:{PORT}" for a in NODES]},
+        assert tf_config == {"cluster": {"worker": [f"{a}:{PORT + i}" for i, a in enumerate(NODES)]},
                              "task": {"type": "worker", "index": noderank}}
         assert (env["RANK"], env["WORLD_SIZE"]) == (str(noderank), "3")
 
 
-def test_workers_sharing_an_address_get_ports_of_their_own():
-    assert worker_endpoints(["h1", "h2", "h1", "h1"], 100) == ["h1:100", "h2:100", "h1:101",
-                                                               "h1:102"]
+def test_every_worker_gets_a_port_of_its_own():
+    # TensorFlow listens on 0.0.0.0: workers on one machine collide on a shared port, whatever
+    # their addresses (two loopback hosts did).
+    assert worker_endpoints(["h1", "h2", "h1", "h1"], 100) == ["h1:100", "h2:101", "h1:102",
+                                                               "h1:103"]
 
 
 def test_one_process_per_node_launchers_give_the_node_its_rank():

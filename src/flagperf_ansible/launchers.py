@@ -136,7 +136,7 @@ class Paddle(Launcher):
 class TfConfig(Launcher):
     """TensorFlow's multi-worker setup (``MultiWorkerMirroredStrategy``): the entry under the
     interpreter, one worker process per node using all of its devices, told the cluster by
-    ``TF_CONFIG`` = ``{"cluster": {"worker": ["addr:port", ...]}, "task": {"type": "worker",
+    ``TF_CONFIG`` = ``{"cluster": {"worker": worker_endpoints(...)}, "task": {"type": "worker",
     "index": noderank}}`` (TensorFlow's distributed-training guide); ``RANK``/``WORLD_SIZE``
     as for ``python`` so that the driver names rank logs alike."""
 
@@ -194,15 +194,11 @@ def get_launcher(name: str) -> Launcher:
 
 
 def worker_endpoints(nodes: list[str], port: int) -> list[str]:
-    """``addr:port`` of every node in noderank order. Nodes on distinct addresses share
-    ``port``; a node whose address an earlier node already has takes the next port up, so
-    that several nodes on one host (a test, a loopback cluster) do not collide."""
-    seen: dict[str, int] = {}
-    endpoints = []
-    for addr in map(str, nodes):
-        endpoints.append(f"{addr}:{port + seen.get(addr, 0)}")
-        seen[addr] = seen.get(addr, 0) + 1
-    return endpoints
+    """``addr:port`` of every node in noderank order, noderank ``i`` on ``port + i``.
+    TensorFlow's gRPC server listens on every address of its host (``0.0.0.0:port``), so
+    nodes that share a machine (loopback test hosts, containers on the host network) must
+    differ in port even where their addresses differ."""
+    return [f"{addr}:{port + index}" for index, addr in enumerate(map(str, nodes))]
 
 
 def launch_argv(round_: Mapping[str, Any], noderank: int, python: str, root: str,
