@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ROLES = sorted({p.parent.parent for p in ROOT.glob("roles/*/tasks/*.yml")})
 PHASES = {"Validate every input on the controller": {"preflight", "always"},
           "Reach the benchmark hosts and check them": {"preflight"},
-          "Prepare the hosts - case code and vendor images": {"prepare"},
+          "Prepare the hosts - case code, framework environments and vendor images": {"prepare"},
           "Run each case round on its hosts": {"rounds"},
           "Summarise the run": {"report"}}
 
@@ -50,7 +50,7 @@ def test_site_yml_tags_each_phase(venv_env):
     # Statically imported roles show their own tags under the phase that runs them.
     tasks = {name: tags for name, (_, tags) in plays.items()}
     assert "preflight_hosts" in tasks["Reach the benchmark hosts and check them"]
-    assert "deploy_copy" in tasks["Prepare the hosts - case code and vendor images"]
+    assert "deploy_copy" in tasks["Prepare the hosts - case code, framework environments and vendor images"]
 
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
