@@ -24,7 +24,7 @@ import pytest
 import torch
 import yaml
 
-from case_model import ROOT, case_model, case_module
+from case_model import ROOT, case_model, case_module, torch_finished_keys
 from flagperf_ansible import datasets
 from flagperf_ansible.launchers import launch_argv, launch_env
 from flagperf_ansible.perflog import parse_rank_log
@@ -36,10 +36,7 @@ TORCH_CASE = ROOT / "benchmarks" / "bert" / "pytorch"
 TORCH_PROFILE = {**yaml.safe_load((TORCH_CASE / "config" / "standard.yaml").read_text())["params"],
                  **yaml.safe_load((TORCH_CASE / "config" / "cpu.yaml").read_text())["params"]}
 #: The FINISHED keys of the pytorch bert case's cpu round (driver/torch/trainer.py, no units).
-TORCH_FINISHED_KEYS = {
-    "e2e_time", "init_time", "raw_train_time", "train_no_eval_time", "pure_compute_time",
-    "num_trained_samples", "p_whole", "p_train", "p_core", "converged", "final_mlm_accuracy",
-    "target_mlm_accuracy", "epochs", "global_steps", "world_size"}
+TORCH_FINISHED_KEYS = torch_finished_keys("mlm_accuracy")
 #: BERT-large as the pytorch case counts it (tests/test_bert_case.py), vocabulary 30528.
 BERT_LARGE_PARAMETERS = 336_232_258
 

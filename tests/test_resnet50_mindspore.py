@@ -21,7 +21,7 @@ import torch
 import torchvision
 import yaml
 
-from case_model import ROOT, case_module
+from case_model import ROOT, case_module, torch_finished_keys
 from driver.torch.classification import eval_transform, image_folder, lr_factor
 from driver.torch.trainer import TrainingPlan
 from flagperf_ansible.launchers import launch_argv, launch_env
@@ -31,10 +31,7 @@ CASE = ROOT / "benchmarks" / "resnet50" / "mindspore"
 STANDARD = yaml.safe_load((CASE / "config" / "standard.yaml").read_text())["params"]
 PROFILE = {**STANDARD, **yaml.safe_load((CASE / "config" / "cpu.yaml").read_text())["params"]}
 #: The FINISHED keys of the pytorch resnet50 case's cpu round (driver/torch/trainer.py).
-TORCH_FINISHED_KEYS = {
-    "e2e_time", "init_time", "raw_train_time", "train_no_eval_time", "pure_compute_time",
-    "num_trained_samples", "p_whole", "p_train", "p_core", "converged", "final_acc1",
-    "target_acc1", "epochs", "global_steps", "world_size"}
+TORCH_FINISHED_KEYS = torch_finished_keys("acc1")
 #: ResNet-50 with 1000 classes (torchvision's resnet50: He et al. 2016, v1.5).
 RESNET50_PARAMETERS = 25_557_032
 

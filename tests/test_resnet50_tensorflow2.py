@@ -26,7 +26,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from case_model import ROOT
+from case_model import ROOT, torch_finished_keys
 from flagperf_ansible import datasets
 from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.imagenet_tfrecord import (encode_example, shard_name,
@@ -38,10 +38,7 @@ CASE = ROOT / "benchmarks" / "resnet50" / "tensorflow2"
 STANDARD = yaml.safe_load((CASE / "config" / "standard.yaml").read_text())["params"]
 PROFILE = {**STANDARD, **yaml.safe_load((CASE / "config" / "cpu.yaml").read_text())["params"]}
 #: The FINISHED keys of the pytorch resnet50 case's cpu round (driver/torch/trainer.py).
-TORCH_FINISHED_KEYS = {
-    "e2e_time", "init_time", "raw_train_time", "train_no_eval_time", "pure_compute_time",
-    "num_trained_samples", "p_whole", "p_train", "p_core", "converged", "final_acc1",
-    "target_acc1", "epochs", "global_steps", "world_size"}
+TORCH_FINISHED_KEYS = torch_finished_keys("acc1")
 #: keras.applications.ResNet50 with its 1000-class head at 224x224 (Keras applications table:
 #: 25.6M parameters), BatchNorm's moving statistics included.
 RESNET50_PARAMETERS = 25_636_712

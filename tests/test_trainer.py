@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from case_model import torch_finished_keys
 from driver.convergence import Target
 from driver.perflog import PerfLogger
 from driver.torch.trainer import Trainer, TrainerSettings, TrainingCase
@@ -97,6 +98,8 @@ def test_terminates_after_max_steps_mid_epoch_and_evaluates_the_last_model():
     assert [v["global_steps"] for v in values(events, "EVALUATE")] == [5]
     assert done["final_mse"] == values(events, "EVALUATE")[-1]["mse"]
     assert done["p_whole"] == pytest.approx(40 / done["raw_train_time"])
+    # The keys the cases on other frameworks are held to (test_bert_paddle, test_resnet50_*).
+    assert set(done) == torch_finished_keys("mse")
 
 
 def test_a_case_counting_other_units_gets_its_throughput_in_them_and_samples_beside():
