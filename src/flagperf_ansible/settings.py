@@ -1,10 +1,20 @@
-"""The ``flagperf_*`` settings: their schema and the checks of values that end up in paths,
-command lines and container options. Defaults live in ``roles/flagperf/defaults/main.yml``."""
+"""The ``flagperf_*`` settings: their schema, defaults and descriptions, and the checks of values
+that end up in paths, command lines and container options.
+
+This is each setting's one declaration: ``python -m flagperf_ansible.settings`` writes
+``roles/flagperf/defaults/main.yml`` and ``roles/flagperf/meta/argument_specs.yml`` from it
+(``--check``: exit 1 where either is stale)."""
 
 from __future__ import annotations
 
+import argparse
+import copy
+import json
 import re
-from typing import Annotated, Any, Literal, Mapping
+import sys
+import textwrap
+from pathlib import Path
+from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
@@ -71,43 +81,112 @@ Seconds = Annotated[float, BeforeValidator(not_bool), Field(gt=0, le=3600)]
 
 
 class Settings(BaseModel):
-    """The ``flagperf_*`` settings; defaults live in ``roles/flagperf/defaults/main.yml``."""
+    """The ``flagperf_*`` settings: the one declaration of each (type, checks, default,
+    description). ``roles/flagperf/defaults/main.yml`` and ``meta/argument_specs.yml`` are
+    generated from it (``python -m flagperf_ansible.settings``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    flagperf_vendor: str
-    flagperf_container_runtime: Literal["none", "docker"]
-    flagperf_results_dir: str
-    flagperf_clear_caches: bool
-    flagperf_master_port: Port
-    flagperf_cases: list[Any] = Field(min_length=1)
-    #: Where deploy puts benchmarks/ and vendors/ on the hosts (absolute). The default,
-    #: /opt/flagperf, suits a root ssh user; a non-root one sets a folder under its home
-    #: (inventories/lab: /home/bench/flagperf). Preflight stops the run, one line per host, where
-    #: the ssh user cannot make or write it (src/flagperf_ansible/host_folders_check.py).
-    flagperf_root: str
-    #: Host folder for round outputs, monitor pid files and image build contexts (absolute;
-    #: default /var/tmp/flagperf). Checked by preflight like flagperf_root.
-    flagperf_workdir: str
-    flagperf_python: str
-    flagperf_monitor_interval: Seconds
-    flagperf_wait_slice: Annotated[float, BeforeValidator(not_bool), Field(ge=0.01, le=3600)] = 10
-    flagperf_env: dict[str, Any] = {}
-    flagperf_known_hosts_file: str
-    #: Trust only host keys pinned in flagperf_known_hosts_file (an unknown host fails).
-    flagperf_ssh_strict_host_keys: bool = False
-    flagperf_ssh_public_key: str
-    flagperf_ssh_mesh: bool
-    flagperf_base_image: str
-    flagperf_image_wheels: list[str]
-    flagperf_pip_ca_bundle: str
-    # The package index of the image builds' pip ("": PyPI); not part of the image tag.
-    flagperf_pip_index_url: str = ""
-    flagperf_pip_extra_index_url: str = ""
-    flagperf_mask_hosts: bool = False
-    flagperf_keep_workdir: bool = False
-    flagperf_run_id: str = ""
-    flagperf_select: str = ""
+    flagperf_vendor: str = Field(
+        "cpu", description="Vendor folder under vendors/ (container image, monitor plugin, "
+                           "config overrides).")
+    flagperf_container_runtime: Literal["none", "docker"] = Field(
+        "none", description="How a round's processes run on each host: `none` runs them in "
+                            "flagperf_python on the host, `docker` in one container per host from "
+                            "the vendor's image.")
+    flagperf_results_dir: str = Field(
+        "results", description="Controller folder for results; relative paths are under the "
+                               "project checkout.")
+    flagperf_clear_caches: bool = Field(
+        True, description="Drop the page cache before each round (needs root on the host; "
+                          "skipped with a note otherwise).")
+    flagperf_master_port: Port = Field(
+        29500, description="Rendezvous port on noderank 0 for multi-node rounds (1024 to 65535).")
+    # validate_default: a settings dict without cases fails, as when the key was required.
+    flagperf_cases: list[Any] = Field(
+        [], min_length=1, validate_default=True,
+        description="Case specs to run (at least one): mappings (model, framework, hardware, "
+                    "nnodes, nproc_per_node, repeat, data_dir, timeout) or FlagPerf keys "
+                    "'model:framework:hardware:nnodes:nproc:repeat'.")
+    flagperf_root: str = Field(
+        "/opt/flagperf",
+        description="Where deploy puts benchmarks/ and vendors/ on the hosts (absolute). The "
+                    "default suits a root ssh user; a non-root one sets a folder under its home "
+                    "(inventories/lab: /home/bench/flagperf). Preflight stops the run, one line "
+                    "per host, where the ssh user cannot make or write it "
+                    "(src/flagperf_ansible/host_folders_check.py).")
+    flagperf_workdir: str = Field(
+        "/var/tmp/flagperf",
+        description="Host folder (absolute) for round outputs and monitor pid files, before they "
+                    "are fetched, image build contexts and, runtime none, the frameworks' "
+                    "environments (envs/). The ssh user must be able to write it; preflight "
+                    "checks it like flagperf_root.")
+    flagperf_python: str = Field(
+        "python3",
+        description="Python on the hosts that runs cases (runtime none), monitors and, runtime "
+                    "docker, the docker_container module run that starts a node's container "
+                    "(what Ansible's Docker modules need: requests).")
+    flagperf_monitor_interval: Seconds = Field(
+        1.0, description="Seconds between monitor samples (over 0, at most 3600).")
+    flagperf_wait_slice: Annotated[float, BeforeValidator(not_bool),
+                                   Field(ge=0.01, le=3600)] = Field(
+        10, description="Seconds one wait exchange with a host lasts (0.01 to 3600; the round's "
+                        "wait is a flat loop of them, so a round may last a day at any slice): a "
+                        "node that failed ends the round on every host within about this long.")
+    flagperf_env: dict[str, Any] = Field(
+        {}, description="Extra environment of the case's processes (e.g. NCCL_DEBUG, "
+                        "GLOO_SOCKET_IFNAME): variable names to one-line strings or numbers.")
+    flagperf_known_hosts_file: str = Field(
+        "~/.ssh/known_hosts",
+        description="The controller's known_hosts file (match ssh's UserKnownHostsFile): it pins "
+                    "the hosts' keys (a pinned key that differs from the host's fails the run) "
+                    "and receives unknown hosts' keys.")
+    flagperf_ssh_strict_host_keys: bool = Field(
+        False, description="Trust only host keys already pinned in flagperf_known_hosts_file: an "
+                           "unknown host fails instead of having its key added (a pinned key that "
+                           "differs fails either way).")
+    flagperf_ssh_public_key: str = Field(
+        "", description="Controller public key (one OpenSSH public key line) to authorize on each "
+                        "host (\"\" to leave authorized_keys alone).")
+    flagperf_ssh_mesh: bool = Field(
+        False, description="Host-to-host ssh: let the hosts reach each other over ssh.")
+    flagperf_base_image: str = Field(
+        "flagperf-base:bookworm",
+        description="Base image given to the vendor Dockerfiles (runtime docker; made locally, "
+                    "never pulled).")
+    flagperf_image_wheels: list[str] = Field(
+        [], description="Wheel files on the hosts copied into the vendor image builds (runtime "
+                        "docker).")
+    flagperf_pip_ca_bundle: str = Field(
+        "", description="CA bundle on the hosts that pip trusts in the vendor image builds "
+                        "(runtime docker) and, runtime none, in the frameworks' environments "
+                        "(roles/framework_env); \"\" for none.")
+    flagperf_pip_index_url: str = Field(
+        "", description="Package index the image builds' pip reads (\"\" for PyPI; one http(s) "
+                        "URL, no credentials): given to the Dockerfiles as the PIP_INDEX_URL "
+                        "build argument (build only, not the image's environment; not part of the image "
+                        "tag), and to the pip that makes the frameworks' environments (runtime "
+                        "none).")
+    flagperf_pip_extra_index_url: str = Field(
+        "", description="More package indexes beside flagperf_pip_index_url (http(s) URLs "
+                        "separated by spaces, no credentials): given to the Dockerfiles as the "
+                        "PIP_EXTRA_INDEX_URL build argument (build only, not the image's "
+                        "environment; not part of the image tag), and to the pip that makes the "
+                        "frameworks' environments (runtime none).")
+    flagperf_mask_hosts: bool = Field(
+        False, description="Replace host names and addresses with host<i> (the host's index in "
+                           "flagperf_hosts) in every document written for sharing (run.json, "
+                           "round.json, summary.*, sys_info.json, node folder names); raw logs "
+                           "are kept as the cases wrote them.")
+    flagperf_keep_workdir: bool = Field(
+        False, description="Keep each round's folder on the hosts (under flagperf_workdir) after "
+                           "its files are fetched; by default it is removed once they are on the "
+                           "controller.")
+    flagperf_run_id: str = Field(
+        "", description="Run id (run<YYYYmmddHHMMSS>), set by the wrapper; generated when empty.")
+    flagperf_select: str = Field(
+        "", description="The one round to run (<case_id>/round<k>), set by the wrapper; all "
+                        "rounds when empty.")
 
     _vendor = field_validator("flagperf_vendor")(check_name)
 
@@ -197,3 +276,140 @@ def check_settings(settings: Mapping[str, Any], origins: Mapping[str, str]) -> S
         raise ConfigError("unknown setting (a typo?)", origin(unknown[0]), unknown[0])
     with raise_first(origin):
         return Settings.model_validate(dict(settings))
+
+
+DEFAULTS_FILE = "roles/flagperf/defaults/main.yml"
+ARGUMENT_SPECS_FILE = "roles/flagperf/meta/argument_specs.yml"
+GENERATED = ("# Generated from src/flagperf_ansible/settings.py by "
+             "`python -m flagperf_ansible.settings`:\n# edit there, not here.")
+WIDTH = 99
+_TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "dict"}
+
+
+def defaults() -> dict[str, Any]:
+    """Every setting's default as plain data, in declaration order (fresh copies)."""
+    return {name: copy.deepcopy(field.default) for name, field in Settings.model_fields.items()}
+
+
+def _option_type(annotation: Any) -> dict[str, Any]:
+    """Ansible's argument spec type of a field's annotation: ``Literal`` is ``str`` with
+    ``choices``, a list's ``elements`` is its item type (``raw`` for anything).
+
+    Raises:
+        TypeError: a type the argument spec has no word for.
+    """
+    if get_origin(annotation) is Literal:
+        choices = list(get_args(annotation))
+        if not all(isinstance(c, str) for c in choices):
+            raise TypeError(f"{annotation}: only string choices are supported")
+        return {"type": "str", "choices": choices}
+    kind = _TYPES.get(get_origin(annotation) or annotation)
+    if kind is None:
+        raise TypeError(f"{annotation} has no argument spec type")
+    if kind == "list":
+        (item,) = get_args(annotation) or (Any,)
+        return {"type": "list", "elements": _TYPES.get(item, "raw")}
+    return {"type": kind}
+
+
+def argument_spec() -> dict[str, Any]:
+    """The flagperf role's ``meta/argument_specs.yml`` document: each setting's type (with
+    ``elements``, ``choices``), default and description, in declaration order."""
+    options = {name: {**_option_type(field.annotation), "default": copy.deepcopy(field.default),
+                      "description": field.description}
+               for name, field in Settings.model_fields.items()}
+    return {"argument_specs": {"main": {
+        "short_description": "Shared flagperf-ansible settings",
+        "description": "Defaults-only role included first in every play; validation lives in "
+                       "the flagperf_ansible package.",
+        "options": options}}}
+
+
+def _plain(text: str, flow: bool = False) -> bool:
+    """Whether ``text`` loads back as itself written as a plain (unquoted) YAML scalar."""
+    import yaml
+
+    if not text or text != text.strip() or "\n" in text:
+        return False
+    try:
+        if flow:
+            return yaml.safe_load(f"[{text}]") == [text]
+        return yaml.safe_load(f"k: {text}") == {"k": text}
+    except yaml.YAMLError:
+        return False
+
+
+def _yaml(value: Any, flow: bool = False) -> str:
+    """``value`` as one line of YAML that loads back equal: plain strings where they stay
+    strings (``~/.ssh/known_hosts``, ``none``), JSON (a YAML subset) otherwise."""
+    if isinstance(value, str):
+        return value if _plain(value, flow) else json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_yaml(v, True) for v in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{_yaml(k, True)}: {_yaml(v, True)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    return json.dumps(value)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    # No breaks at hyphens: a folded YAML scalar joins its lines with a space.
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+
+
+def defaults_yaml() -> str:
+    """The text of ``roles/flagperf/defaults/main.yml``: each default under its description."""
+    lines = ["---", GENERATED,
+             "# Shared settings of every flagperf-ansible play; set them in inventory group_vars.",
+             ""]
+    for name, field in Settings.model_fields.items():
+        lines += [f"# {line}" for line in _wrap(field.description, WIDTH - 2)]
+        lines.append(f"{name}: {_yaml(field.default)}")
+    return "\n".join(lines) + "\n"
+
+
+def _mapping_lines(mapping: dict[str, Any], indent: str) -> list[str]:
+    lines = []
+    for key, value in mapping.items():
+        if isinstance(value, dict) and value:
+            lines += [f"{indent}{key}:", *_mapping_lines(value, indent + "  ")]
+        elif key.endswith("description") and (len(f"{indent}{key}: {value}") > WIDTH
+                                                or not _plain(value)):
+            lines += [f"{indent}{key}: >-",
+                      *(f"{indent}  {line}" for line in _wrap(value, WIDTH - len(indent) - 2))]
+        else:
+            lines.append(f"{indent}{key}: {_yaml(value)}")
+    return lines
+
+
+def argument_specs_yaml() -> str:
+    """The text of ``roles/flagperf/meta/argument_specs.yml`` (see :func:`argument_spec`)."""
+    return "\n".join(["---", GENERATED, *_mapping_lines(argument_spec(), "")]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the flagperf role's defaults/main.yml and meta/argument_specs.yml under the
+    project root; with ``--check``, write nothing and return 1 if either differs."""
+    parser = argparse.ArgumentParser(prog="python -m flagperf_ansible.settings",
+                                     description=main.__doc__)
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1, naming each stale file, instead of writing")
+    check = parser.parse_args(argv).check
+    root = Path(__file__).resolve().parents[2]
+    stale = False
+    for relative, text in ((DEFAULTS_FILE, defaults_yaml()),
+                           (ARGUMENT_SPECS_FILE, argument_specs_yaml())):
+        path = root / relative
+        if path.is_file() and path.read_text() == text:
+            continue
+        if check:
+            stale = True
+            print(f"{relative} is stale: run python -m flagperf_ansible.settings", file=sys.stderr)
+        else:
+            path.write_text(text)
+            print(f"wrote {relative}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
