@@ -9,6 +9,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import loopback_cluster
@@ -70,15 +71,18 @@ def test_image_is_rebuilt_only_when_its_inputs_change(cluster, project, tmp_path
 
     def prepare():
         done = subprocess.run(["ansible-playbook", "playbooks/prepare.yml", "-i",
-                               str(cluster.inventory)], cwd=project, capture_output=True,
-                              text=True, env=venv_env, timeout=1800)
+                               str(cluster.inventory), "-e", f"flagperf_run_id={run_id}"],
+                              cwd=project, capture_output=True, text=True, env=venv_env,
+                              timeout=1800)
         assert done.returncode == 0, done.stdout[-4000:]
         return done.stdout
 
-    # The preflight pins the hosts' keys (ssh_trust) that prepare's connections check.
+    # The preflight pins the hosts' keys (ssh_trust) that prepare's connections check, and
+    # writes the run's plan that prepare follows.
+    run_id = time.strftime("run%Y%m%d%H%M%S")
     done = subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-i",
-                           str(cluster.inventory)], cwd=project, capture_output=True, text=True,
-                          env=venv_env, timeout=600)
+                           str(cluster.inventory), "-e", f"flagperf_run_id={run_id}"],
+                          cwd=project, capture_output=True, text=True, env=venv_env, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:]
     prepare()                                    # builds it if no earlier test did
     before = images()
@@ -167,8 +171,10 @@ def test_the_container_role_alone_runs_or_stops_a_node_and_leaves_nothing(cluste
     the container removed;
     and a node stopped before it ended (tasks_from start, end), its log kept. Neither leaves a
     container, a process of its module run or the module's result behind."""
+    run_id = time.strftime("run%Y%m%d%H%M%S")    # preflight's plan, which prepare follows
     for playbook in ("playbooks/preflight.yml", "playbooks/prepare.yml"):   # the image, the code
-        done = subprocess.run(["ansible-playbook", playbook, "-i", str(cluster.inventory)],
+        done = subprocess.run(["ansible-playbook", playbook, "-i", str(cluster.inventory),
+                               "-e", f"flagperf_run_id={run_id}"],
                               cwd=project, capture_output=True, text=True, env=venv_env,
                               timeout=1800)
         assert done.returncode == 0, done.stdout[-4000:]

@@ -8,7 +8,7 @@ from flagperf_ansible.cases import load_case
 from flagperf_ansible.datasheet import Datasheet, datasheet_basis
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.report import _plot_title, summary_html, summary_markdown
-from flagperf_ansible.summary import write_summary
+from flagperf_ansible.report import write_summary
 from flagperf_ansible.vendor import load_vendor
 from run_outputs import make_suite_run
 

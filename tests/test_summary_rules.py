@@ -7,7 +7,8 @@ import pytest
 from rich.console import Console
 
 from flagperf_ansible.report import case_table, print_summary
-from flagperf_ansible.summary import build_summary, write_summary
+from flagperf_ansible.report import write_summary
+from flagperf_ansible.summary import build_summary
 from run_outputs import BASE, CASE, CPU_PROFILE, INFERENCE, make_run, make_suite_run
 
 PROFILE_LABEL = ("profile: cpu, not the standard configuration "

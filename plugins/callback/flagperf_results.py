@@ -33,7 +33,7 @@ from ansible.plugins.callback import CallbackBase
 
 from flagperf_ansible.layout import mark_round_start, write_run
 from flagperf_ansible.rounds import finalize_round
-from flagperf_ansible.summary import write_summary
+from flagperf_ansible.report import write_summary
 
 DOCUMENTATION = """
 name: flagperf_results
@@ -126,8 +126,7 @@ class CallbackModule(CallbackBase):
                     f"flagperf: {document['case_id']} round {document['round']}: "
                     f"{document['status']} {document['reason']}".rstrip())
             if "flagperf_report" in data:
-                summary = write_summary(Path(data["flagperf_report"]["run_dir"]))
-                self._display.display(f"flagperf: run {summary['run_id']}: {summary['status']}")
+                self._write_summary(Path(data["flagperf_report"]["run_dir"]))
         except (OSError, ValueError, KeyError) as err:
             # Never lose the run over a results-writing problem: say it, keep going.
             self._display.warning(f"flagperf_results: could not write results: {err}")
@@ -165,6 +164,12 @@ class CallbackModule(CallbackBase):
         except KeyboardInterrupt:
             return
         if not (run_dir / in_flight["key"] / "round.json").is_file():
+            # The clean-up could not record it (and so did not report): this callback does.
             finalize_round({"run_dir": str(run_dir), "key": in_flight["key"],
-                                    "interrupted": not error, "error": error, "hosts": []})
-            write_summary(run_dir)
+                            "interrupted": not error, "error": error, "hosts": []})
+            self._write_summary(run_dir)
+
+    def _write_summary(self, run_dir: Path) -> None:
+        """summary.json, .md and .html of the run: this callback is their one writer."""
+        summary = write_summary(run_dir)
+        self._display.display(f"flagperf: run {summary['run_id']}: {summary['status']}")

@@ -51,103 +51,27 @@ def flagperf_case_spec(item):
     return {**spec.model_dump(), "case_id": spec.case_id}
 
 
-def _yaml_inventory(source: Path) -> bool:
-    """Whether ``source`` is an inventory in the layout the package reads (YAML, no plugin)."""
-    if source.is_dir():
-        return any((source / n).is_file() for n in ("hosts.yml", "hosts.yaml"))
-    if source.suffix not in (".yml", ".yaml") or not source.is_file():
-        return False
-    head = source.read_text(encoding="utf-8", errors="replace")
-    return not any(line.startswith("plugin:") for line in head.splitlines())
-
-
-def _host_settings(hostvars, host):
-    """The ``flagperf_*`` variables Ansible gives ``host`` (group_vars, host_vars, extra vars);
-    one that cannot be rendered on the controller yet is left to the host's own plays."""
-    found = {}
-    host_vars = hostvars[host]
-    for name in list(host_vars.keys()):
-        if str(name).startswith("flagperf_"):
-            try:
-                found[str(name)] = _plain(host_vars[name])
-            except Exception:  # noqa: BLE001 - a value only the host can render
-                continue
-    return found
-
-
-def _host_vars_file(inventory_source, host: str) -> str:
-    """Where ``host``'s own variables most likely are, as shown in error messages."""
-    source = Path(str(inventory_source))
-    base = source if source.is_dir() else source.parent
-    for name in (f"{host}.yml", f"{host}.yaml", host):
-        if (base / "host_vars" / name).exists():
-            path = (base / "host_vars" / name).resolve()
-            try:
-                return str(path.relative_to(Path.cwd()))
-            except ValueError:
-                return str(path)
-    return f"host {host}'s variables"
-
-
-def flagperf_plan(settings, inventory_source, hosts, hostvars, project_dir):
-    """Validate the ``flagperf_*`` settings and return the run plan (see ``build_plan``).
-
-    The settings are checked as every benchmark host sees them (the play's own view, then each
-    host's group_vars and host_vars), so a bad value set for ``flagperf_hosts`` only is caught
-    on the controller too. ``inventory_source`` (first of ``ansible_inventory_sources``) is read
-    again to name the file a bad setting came from; an inventory in the package's YAML layout
-    that it rejects (a malformed group, an unsafe host name) stops the run here.
+def flagperf_plan(sources, project_dir):
+    """Validate the run and return its plan (``flagperf_ansible.plan.build_plan``), reading the
+    inventory ``sources`` (``ansible_inventory_sources``) with this ansible-playbook's own ``-e``
+    and ``--limit`` through the front door the wrapper uses (``inventory.read_inventory``), so
+    that both plan the same run.
 
     Raises:
         AnsibleFilterError: one line naming the file and key at fault.
     """
+    from ansible import context
+
     from flagperf_ansible.errors import ConfigError
-    from flagperf_ansible.inventory import CONNECTION_VARS, HOST_GROUP, check_hosts, load_inventory
+    from flagperf_ansible.inventory import read_inventory
     from flagperf_ansible.plan import build_plan
 
-    project = Path(project_dir)
-    base = _plain(settings)
-    hosts = [str(h) for h in hosts]
     try:
-        try:
-            inventory = load_inventory(str(inventory_source), project)
-        except ConfigError:
-            if not hosts or _yaml_inventory(Path(str(inventory_source))):
-                raise
-            inventory = None
-        if not hosts:
-            raise ConfigError(f"no hosts in the group '{HOST_GROUP}'", str(inventory_source))
-        connection = {h: {k: _plain(hostvars[h].get(k)) for k in CONNECTION_VARS
-                          if hostvars[h].get(k) is not None} for h in hosts}
-        check_hosts(hosts, connection, str(inventory_source))
-        addresses = {h: str(connection[h].get("ansible_host", h)) for h in hosts}
-        # Values every host shares (e.g. group_vars/flagperf_hosts) join the play's own view
-        # (the controller's play does not see the host group's vars); a value set per host is
-        # checked in that host's view.
-        per_host = [_host_settings(hostvars, h) for h in hosts]
-        common = {k: v for k, v in per_host[0].items()
-                  if all(k in other and other[k] == v for other in per_host[1:])}
-        main = {**base, **common}
-        views = [(None, main)] + [(h, {**main, **own}) for h, own in zip(hosts, per_host)]
-        plan, seen = None, []
-        for host, view in views:
-            if view in seen:
-                continue
-            seen.append(view)
-            origins = {}
-            if inventory is not None:
-                # A value that differs from the inventory's own came from extra vars (-e)...
-                origins = {k: src for k, src in inventory.origins.items()
-                           if view.get(k) == inventory.settings.get(k)
-                           or "{{" in str(inventory.settings.get(k))}
-            if host is not None:
-                # ...unless only this host has it: its host_vars.
-                where = _host_vars_file(inventory_source, host)
-                origins.update({k: where for k, v in view.items()
-                                if k not in origins and main.get(k) != v})
-            checked = build_plan(view, origins, hosts, addresses, project)
-            plan = plan or checked
-        return plan
+        inventory = read_inventory([str(s) for s in sources],
+                                   [str(e) for e in context.CLIARGS.get("extra_vars") or ()],
+                                   context.CLIARGS.get("subset"))
+        return build_plan(inventory.settings, inventory.origins, inventory.hosts,
+                          {h: inventory.address(h) for h in inventory.hosts}, Path(project_dir))
     except ConfigError as err:
         raise AnsibleFilterError(str(err)) from None
 

@@ -22,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="validate, then run every case round and summarise")
-    run.add_argument("-i", "--inventory", required=True, help="inventory directory or file")
+    _ansible_arguments(run)
     run.add_argument("--case", action="append", metavar="SPEC",
                      help="run this case instead of flagperf_cases "
                           "(model:framework:hardware:nnodes:nproc:repeat); repeatable")
@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="run a round that did not pass up to N more times (default 0)")
 
     validate = sub.add_parser("validate", help="check the inventory and cases; touch no host")
-    validate.add_argument("-i", "--inventory", required=True)
+    _ansible_arguments(validate)
 
     summarize = sub.add_parser(
         "summarize", help="parse a run's rounds again from their raw logs and records and "
@@ -88,6 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _ansible_arguments(parser: argparse.ArgumentParser) -> None:
+    """``-i``, ``-e`` and ``--limit``, meaning what they mean to ``ansible-playbook``."""
+    parser.add_argument("-i", "--inventory", action="append", required=True, metavar="SOURCE",
+                        help="inventory source Ansible reads (a YAML or INI file, a folder, an "
+                             "executable script, a plugin's file); repeatable")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                        help="extra variables as ansible-playbook takes them: key=value, "
+                             "YAML/JSON, or @FILE; repeatable, later ones win")
+    parser.add_argument("-l", "--limit", metavar="SUBSET",
+                        help="only these hosts of flagperf_hosts (an Ansible host pattern)")
+
+
 def _console():
     from rich.console import Console
 
@@ -105,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("takes the run folder's results folder; drop --results-dir",
                           "command line", "--resume")
     prepared = prepare(project_dir(), args.inventory, args.results_dir, args.case,
-                       resume=args.resume)
+                       resume=args.resume, extra_vars=args.extra_vars, limit=args.limit)
     console = _console()
     _print_warnings(prepared.plan)
     console.print(f"run {prepared.run_id}: {len(prepared.plan['rounds'])} round(s) -> "
@@ -129,18 +141,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from flagperf_ansible.paths import project_dir
     from flagperf_ansible.runner import prepare
 
-    prepared = prepare(project_dir(), args.inventory, check_data=True)
+    prepared = prepare(project_dir(), args.inventory, check_data=True,
+                       extra_vars=args.extra_vars, limit=args.limit)
     plan = prepared.plan
     cases = ", ".join(c["case_id"] for c in plan["cases"])
     _print_warnings(plan)
-    print(f"{args.inventory}: ok: vendor {plan['vendor']}, {len(plan['rounds'])} round(s): {cases}")
+    print(f"{', '.join(args.inventory)}: ok: vendor {plan['vendor']}, "
+          f"{len(plan['rounds'])} round(s) on {len(plan['hosts'])} host(s): {cases}")
     return EXIT_OK
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     from flagperf_ansible.report import print_summary
     from flagperf_ansible.flagperf_import import is_flagperf_layout
-    from flagperf_ansible.summary import write_summary
+    from flagperf_ansible.report import write_summary
 
     if not args.run_dir.is_dir():
         raise ConfigError("no such run folder", str(args.run_dir))

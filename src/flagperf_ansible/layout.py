@@ -78,13 +78,18 @@ def read_optional(path: Path) -> Any:
         return None
 
 
-def planned_round(run_dir: Path, key: str) -> dict[str, Any]:
-    """The plan's round ``key`` (``<case_id>/round<k>``) from the run's plan.json: its
-    ``suite``, ``contract``, ``profile`` and the rest of ``build_plan``'s round; ``{}`` when
-    the run has no plan (a FlagPerf folder, a round written by hand)."""
+def read_plan(run_dir: Path) -> dict[str, Any]:
+    """The run's plan.json as preflight wrote it (``plan.build_plan``); ``{}`` when the run has
+    none (a FlagPerf folder, a round written by hand)."""
     plan = read_optional(Path(run_dir) / PLAN_FILE)
-    rounds = plan.get("rounds") if isinstance(plan, dict) else None
-    return next((r for r in rounds or () if isinstance(r, dict) and r.get("key") == key), {})
+    return plan if isinstance(plan, dict) else {}
+
+
+def planned_round(plan: dict[str, Any], key: str) -> dict[str, Any]:
+    """The plan's round ``key`` (``<case_id>/round<k>``): its ``suite``, ``contract``,
+    ``profile`` and the rest of ``build_plan``'s round; ``{}`` when the plan has none."""
+    return next((r for r in plan.get("rounds") or () if isinstance(r, dict) and r.get("key") == key),
+                {})
 
 
 def mark_round_start(run_dir: Path, key: str) -> None:

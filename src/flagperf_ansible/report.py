@@ -1,5 +1,7 @@
 """Human-readable summaries: Markdown (summary.md), a self-contained HTML page with plots
-(summary.html) and a rich table for the terminal.
+(summary.html) and a rich table for the terminal; and ``write_summary``, the one writer of a
+run's summary files (the results callback calls it when the report play runs; ``summarize``
+when a person asks).
 
 Columns and units come from each case's ``figures`` in the summary (its own metrics, then its
 suite's figures, ``summary.case_figures``); a round run on a profile other than the standard
@@ -17,12 +19,13 @@ import io
 from pathlib import Path
 from typing import Any
 
+from flagperf_ansible.layout import SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, write_json, write_text
 from flagperf_ansible.monitoring import DEFAULT_WINDOW, read_stream
 from flagperf_ansible.perflog import parse_rank_log
-from flagperf_ansible.rounds import round_figures
+from flagperf_ansible.rounds import reparse_rounds, round_figures
 from flagperf_ansible.suites import FINISHED_UNITS
 from flagperf_ansible.suites import suite as suite_of
-from flagperf_ansible.summary import case_figures, profile_label
+from flagperf_ansible.summary import case_figures, profile_label, read_summary
 
 STAT_COLUMNS = ("n", "mean", "std", "cv", "min", "max", "olympic_mean")
 #: Colours and line styles of the PerfLog events drawn on monitor timelines: the monitoring
@@ -533,3 +536,18 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>flagperf-ansible "
             f"{html.escape(summary['run_id'])}</title><style>{style}</style></head><body>"
             + "\n".join(parts) + "</body></html>\n")
+
+
+def write_summary(run_dir: Path, html: bool = True, reparse: bool = False) -> dict[str, Any]:
+    """Rebuild ``summary.json``, ``summary.md`` and (``html``) ``summary.html`` from the run's
+    round.json files (with ``reparse``, first each round.json from its raw artifacts, see
+    ``rounds.reparse_rounds``); a FlagPerf results folder is read in memory, and only the
+    summaries are written into it. Returns the summary."""
+    if reparse:
+        reparse_rounds(run_dir)
+    summary = read_summary(run_dir)
+    write_json(run_dir / SUMMARY_JSON, summary)
+    write_text(run_dir / SUMMARY_MD, summary_markdown(summary))
+    if html:
+        write_text(run_dir / SUMMARY_HTML, summary_html(run_dir, summary))
+    return summary

@@ -1,10 +1,10 @@
 """A round's result: its status by its suite's pass rule, and its ``round.json``.
 
-A round is parsed from what the collect role handed over (``round_record.json``: hosts, exit
-codes, times, configuration) and the rank logs fetched into its node folders. Its suite, case
-contract and profile come with the record, or else from the run's plan.json
-(``layout.planned_round``); FlagPerf's folders have neither and are judged as training rounds by
-the case's own ``converged`` claim.
+A round is parsed from its outcome as the round's play handed it over (hosts, exit codes,
+times), joined with what the run's plan.json says of it (case, configuration, suite, contract,
+profile: ``layout.planned_round``) into ``round_record.json``, and from the rank logs fetched
+into its node folders. FlagPerf's folders have neither plan nor record and are judged as
+training rounds by the case's own ``converged`` claim.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from flagperf_ansible.layout import ATTEMPTS, ROUND_FILE, ROUND_RECORD, ROUND_START, \
-    earlier_attempts, planned_round, read_optional, write_json
+    earlier_attempts, planned_round, read_optional, read_plan, write_json
 from flagperf_ansible.datasheet import round_datasheet
 from flagperf_ansible.mfu import round_mfu
 from flagperf_ansible.monitoring import summarize_round
@@ -70,22 +70,30 @@ def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
     return ("passed", "") if passed else ("failed", reason)
 
 
+#: What round.json takes of the plan's round (``plan.build_plan``).
+PLANNED = ("case_id", "round", "metric", "diagnostic", "suite", "contract", "profile", "config",
+           "overrides", "vendor_config", "mfu_basis", "datasheet_basis")
+
+
 def _with_plan(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with ``case_id``, ``round``, ``suite``, ``contract`` and ``profile`` filled in
-    from the key and the run's plan where the record lacks them (a round the results callback
-    wrote after an error, or a record from before they were recorded)."""
+    """The round's outcome (key, times, hosts' outcomes) joined with what the run's plan.json
+    says of the round (``PLANNED``) and of its hosts (``mask_hosts``, ``plan_hosts``); what the
+    record holds itself wins (a kept round_record.json). Without a plan (a round written by
+    hand), the case and round come from the key and the suite is training or diagnostic."""
     record = dict(record)
+    plan = read_plan(Path(record["run_dir"]))
+    planned = planned_round(plan, record["key"])
+    for name in PLANNED:
+        if name not in record and name in planned:
+            record[name] = planned[name]
+    record.setdefault("mask_hosts", bool(plan.get("mask_hosts")))
+    record.setdefault("plan_hosts", plan.get("hosts") or [])
     record.setdefault("case_id", record["key"].split("/")[0])
     record.setdefault("round", int(record["key"].rsplit("round", 1)[-1]))
-    if all(record.get(k) is not None for k in ("suite", "contract")) and "profile" in record:
-        return record
-    planned = planned_round(Path(record["run_dir"]), record["key"])
-    for name in ("contract", "profile"):
-        if name not in record:
-            record[name] = planned.get(name)
+    record.setdefault("contract", None)
+    record.setdefault("profile", None)
     if not record.get("suite"):
-        record["suite"] = planned.get("suite") or (
-            "diagnostic" if record.get("diagnostic") or planned.get("diagnostic") else "training")
+        record["suite"] = "diagnostic" if record.get("diagnostic") else "training"
     return record
 
 
@@ -179,20 +187,17 @@ def parse_round(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
-    """Parse one round's fetched rank logs and write its ``round.json``.
+    """Join one round's outcome with the run's plan, keep the joined record as
+    ``round_record.json``, parse the fetched rank logs and write ``round.json``.
 
     Args:
-        record: what the collect role hands over: ``run_dir``, ``key``
-            (``<case_id>/round<k>``), ``case_id``, ``round``, ``hosts`` (each ``host``,
-            ``noderank``, ``rc``, ``timed_out``), ``config``, ``overrides``,
-            ``vendor_config`` (inference), ``metric``,
-            ``diagnostic``, ``started_ms``, ``ended_ms`` and optionally ``suite``,
-            ``contract`` and ``profile`` (else the plan's, see ``layout.planned_round``),
+        record: the round's outcome as the round's play hands it over: ``run_dir``, ``key``
+            (``<case_id>/round<k>``), ``hosts`` (each ``host``, ``noderank``, ``rc``,
+            ``timed_out``, ``stopped``, ``lost``, ``error``), ``started_ms``, ``ended_ms``,
             ``interrupted``, ``error`` (an orchestration error that stopped the run
-            mid-round), ``mfu_basis`` and ``datasheet_basis`` (from the plan, see
-            ``flagperf_ansible.mfu`` and ``flagperf_ansible.datasheet``),
-            ``mask_hosts`` and ``plan_hosts`` (the plan's ``hosts``), ``exit_codes_known``
-            (default True).
+            mid-round), optionally ``exit_codes_known`` (default True); the rest (``PLANNED``:
+            case, configuration, suite, contract, profile, ``mfu_basis``, ``datasheet_basis``;
+            ``mask_hosts``, ``plan_hosts``) comes from plan.json where the record lacks it.
 
     Returns:
         The round document written (see DESIGN.md; schema in ``schemas/round.schema.json``),

@@ -5,9 +5,12 @@ Steps: ``playbooks/preflight.yml``, ``playbooks/prepare.yml``, then ``playbooks/
 so both entry points write the same results. A rich progress bar shows the case, round and
 current task.
 
-Ctrl-C or SIGTERM cancels the step in flight, then ``playbooks/cleanup.yml`` stops that round
-on its hosts (containers, processes, monitors), fetches what it wrote, records it as
-``interrupted`` and writes the summary of what ran. ``retries`` re-runs a round that did not
+Ctrl-C or SIGTERM is passed on to the step's ansible-playbook as SIGTERM, so that an
+interrupt takes the one path it takes without the wrapper: the results callback stops the
+round in flight on its hosts (``playbooks/cleanup.yml``: containers, processes, monitors),
+fetches what it wrote and records it as ``interrupted``; the wrapper then runs the report,
+whose play writes the summary of what ran (the callback is the summary's one writer). A
+second Ctrl-C gives up: the step's processes are killed. ``retries`` re-runs a round that did not
 pass, keeping the failed attempt under ``<round>/attempts/<n>/``; ``resume`` continues a run
 folder, running only the rounds that have not passed.
 
@@ -18,6 +21,7 @@ Ansible output of that step is kept in ``<run_dir>/ansible/<step>.log``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -27,14 +31,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.inventory import load_inventory
-from flagperf_ansible.layout import PLAN_FILE, keep_attempt, read_json, round_status_of
+from flagperf_ansible.inventory import read_inventory
+from flagperf_ansible.layout import PLAN_FILE, SUMMARY_JSON, keep_attempt, read_json, \
+    read_optional, round_status_of
 from flagperf_ansible.plan import build_plan
 from flagperf_ansible.provenance import COMMAND_ENV
-from flagperf_ansible.summary import write_summary
 
 #: Where a failed step's whole Ansible output is kept, under the run folder.
 ANSIBLE_LOG_DIR = "ansible"
@@ -94,13 +98,20 @@ def _why(result: dict[str, Any]) -> str:
 
 @dataclass
 class Prepared:
-    """A validated run: what to pass to Ansible and what it will do."""
+    """A validated run: what to pass to Ansible and what it will do.
+
+    ``sources``: the inventory sources (absolute paths); ``extra_args``: the user's ``-e``
+    values (``@file`` made absolute) and ``--limit`` as ansible-playbook takes them;
+    ``extravars``: the wrapper's own variables (run id, results folder, ``--case``), passed
+    after the user's so that they win."""
 
     project: Path
-    inventory: Path
+    sources: list[str]
     plan: dict[str, Any]
     extravars: dict[str, Any]
     run_id: str
+    extra_args: list[str] = field(default_factory=list)
+    limit: str | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -112,33 +123,65 @@ def new_run_id() -> str:
     return time.strftime("run%Y%m%d%H%M%S")
 
 
-def prepare(project: Path, inventory: str, results_dir: str | None = None,
+def _absolute_source(source: str) -> str:
+    """An inventory source as the steps (run from the project folder) must name it."""
+    return source if "," in source else str(Path(source).resolve())
+
+
+def _absolute_extra(option: str) -> str:
+    """A ``-e`` value as the steps must give it: an ``@file`` by its absolute path."""
+    return "@" + str(Path(option[1:]).resolve()) if option.startswith("@") else option
+
+
+@contextlib.contextmanager
+def _project_config(project: Path) -> Iterator[None]:
+    """ansible-core configured as the steps' ansible-playbook is (the project's ansible.cfg:
+    plugins, inventory plugins). Ansible reads its configuration once, when first imported;
+    the variable is set only meanwhile, so that nothing else this process starts inherits it."""
+    config = project / "ansible.cfg"
+    saved = os.environ.get("ANSIBLE_CONFIG")
+    if config.is_file():
+        os.environ["ANSIBLE_CONFIG"] = str(config)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("ANSIBLE_CONFIG", None)
+        else:
+            os.environ["ANSIBLE_CONFIG"] = saved
+
+
+def prepare(project: Path, sources: list[str] | str | Path, results_dir: str | None = None,
             cases: list[str] | None = None, run_id: str | None = None,
-            resume: Path | None = None, check_data: bool = False) -> Prepared:
-    """Load and validate the inventory with the command-line overrides; with ``resume`` (a run
-    folder), the run's id and results folder are that folder's; with ``check_data``, also the
-    data folders of hosts reached with ``ansible_connection: local`` (a run's preflight checks
-    every host's).
+            resume: Path | None = None, check_data: bool = False,
+            extra_vars: list[str] | None = None, limit: str | None = None) -> Prepared:
+    """Read the inventory through Ansible (``inventory.read_inventory``: every source
+    ``ansible-playbook -i`` takes, ``extra_vars`` as ``-e``, ``limit`` as ``--limit``), apply the
+    command-line overrides (``results_dir``, ``cases``) and plan the run; with ``resume`` (a
+    run folder), the run's id and results folder are that folder's; with ``check_data``, also
+    the data folders of hosts reached with ``ansible_connection: local`` (a run's preflight
+    checks every host's).
 
     Raises:
         ConfigError: the first bad input, naming its file and key.
     """
+    if isinstance(sources, (str, Path)):
+        sources = [str(sources)]
     if resume is not None:
         resume = Path(resume).resolve()
         if not (resume / "run.json").is_file():
             raise ConfigError("not a run folder (no run.json) to resume", str(resume))
         results_dir, run_id = str(resume.parent), resume.name
-    inv = load_inventory(inventory, project)
-    settings = dict(inv.settings)
-    origins = dict(inv.origins)
+    user_extra = [_absolute_extra(e) for e in extra_vars or ()]
     extravars: dict[str, Any] = {}
     if results_dir:
         extravars["flagperf_results_dir"] = str(Path(results_dir).resolve())
     if cases:
         extravars["flagperf_cases"] = list(cases)
-    for key, value in extravars.items():
-        settings[key] = value
-        origins[key] = "command line"
+    with _project_config(project):
+        inv = read_inventory(list(sources), user_extra, limit)
+    settings = {**inv.settings, **extravars}
+    origins = {**inv.origins, **{k: "command line" for k in extravars}}
     plan = build_plan(settings, origins, inv.hosts, {h: inv.address(h) for h in inv.hosts},
                       project)
     if check_data:
@@ -146,8 +189,15 @@ def prepare(project: Path, inventory: str, results_dir: str | None = None,
                           origins.get("flagperf_cases", "extra vars"))
     run_id = run_id or new_run_id()
     extravars["flagperf_run_id"] = run_id
-    return Prepared(project=project, inventory=Path(inventory).resolve(), plan=plan,
-                    extravars=extravars, run_id=run_id)
+    # Every step finds the run's plan.json by these two, whatever hosts its play targets (a
+    # flagperf_hosts group's vars do not reach the controller's plays).
+    extravars["flagperf_results_dir"] = plan["results_dir"]
+    extra_args = [arg for option in user_extra for arg in ("-e", option)]
+    # The controller's plays (hosts: localhost) run under a limit only if it names localhost;
+    # it is no benchmark host unless flagperf_hosts lists it.
+    play_limit = f"{limit},localhost" if limit else None
+    return Prepared(project=project, sources=[_absolute_source(s) for s in sources], plan=plan,
+                    extravars=extravars, run_id=run_id, extra_args=extra_args, limit=play_limit)
 
 
 def _check_local_data(plan: dict[str, Any], inv: Any, project: Path, root: str,
@@ -203,6 +253,8 @@ class Wrapper:
         self.console = console
         self.retries = retries
         self.interrupted = False
+        # A second interrupt: stop waiting for the step's own clean-up, kill it.
+        self.given_up = False
         self._progress = None
         self._task = None
         self._label = ""
@@ -222,10 +274,9 @@ class Wrapper:
         return True
 
     def _cancelled(self) -> bool:
-        return self.interrupted
+        return self.given_up
 
-    def _run_step(self, ident: str, playbook: str, extravars: dict[str, Any],
-                  cancellable: bool = True) -> StepResult:
+    def _run_step(self, ident: str, playbook: str, extravars: dict[str, Any]) -> StepResult:
         import ansible_runner
 
         self._failures: list[str] = []
@@ -246,14 +297,17 @@ class Wrapper:
                 private_data_dir=private,
                 project_dir=str(project),
                 playbook=str(project / playbook),
-                inventory=str(self.prepared.inventory),
+                inventory=self.prepared.sources,
+                # The user's -e first, then the wrapper's own (-e @env/extravars): those win.
+                cmdline=shlex.join(self.prepared.extra_args) or None,
+                limit=self.prepared.limit,
                 extravars=extravars,
                 envvars=env,
                 ident=ident,
                 quiet=True,
                 suppress_env_files=True,
                 event_handler=self._on_event,
-                cancel_callback=self._cancelled if cancellable else None,
+                cancel_callback=self._cancelled,
             )
             # ansible-runner finds ansible-playbook on PATH: prefer the one beside this Python.
             os.environ["PATH"] = env["PATH"]
@@ -304,8 +358,10 @@ class Wrapper:
                     progress.update(self._task, description=label)
                     step = self._run_step(label, playbook, prepared.extravars)
                     if step.status != "successful":
-                        self._report_failure(label, step)
-                        return self._finish()
+                        if not self.interrupted:
+                            self._report_failure(label, step)
+                        rounds = []
+                        break
                     if label == "preflight":
                         # The run's plan as preflight wrote it: what the rounds will run.
                         rounds = self._read_plan()["rounds"]
@@ -317,17 +373,24 @@ class Wrapper:
                     progress.update(self._task, description=self._label)
                     self._run_round(item["key"])
                     progress.advance(self._task)
-                self._label = "report"
-                if not self.interrupted:
-                    step = self._run_step("report", "playbooks/report.yml", prepared.extravars)
-                    if step.status != "successful":
-                        self._report_failure("report", step)
-                progress.update(self._task, description="done")
+                self._report(progress)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self._progress = None
         return self._finish()
+
+    def _report(self, progress: Any) -> None:
+        """The report step, also after an interrupt (the summary of what ran); not after a
+        second interrupt, nor before preflight recorded the run."""
+        if self.given_up or not (self.prepared.run_dir / "run.json").is_file():
+            return
+        self._label = "report"
+        progress.update(self._task, description="report")
+        step = self._run_step("report", "playbooks/report.yml", self.prepared.extravars)
+        if step.status != "successful":
+            self._report_failure("report", step)
+        progress.update(self._task, description="done")
 
     def _read_plan(self) -> dict[str, Any]:
         """``plan.json`` of the run (written by preflight), or the plan validated before the
@@ -339,7 +402,8 @@ class Wrapper:
 
     def _run_round(self, key: str) -> None:
         """One round, again while it fails and retries are left; skipped when it passed already
-        (resume). An interrupt stops it on its hosts (cleanup) and records it as interrupted."""
+        (resume). An interrupt is the step's own to handle (the results callback stops the
+        round on its hosts and records it as interrupted)."""
         run_dir = self.prepared.run_dir
         for attempt in range(self.retries + 1):
             if round_status_of(run_dir, key) == "passed":
@@ -352,31 +416,40 @@ class Wrapper:
                                   "playbooks/rounds.yml",
                                   {**self.prepared.extravars, "flagperf_select": key})
             if self.interrupted:
-                self._clean_up(key)
                 return
             if step.status != "successful":
                 self._report_failure(key, step)
 
-    def _clean_up(self, key: str) -> None:
-        self.console.print(f"[yellow]{key}: stopping the round on its hosts...[/yellow]")
-        self._label = "cleanup"
-        step = self._run_step("cleanup", "playbooks/cleanup.yml",
-                              {**self.prepared.extravars, "flagperf_select": key}, cancellable=False)
-        if step.status != "successful":
-            self._report_failure("cleanup", step)
-
     def _finish(self) -> dict[str, Any]:
-        run_dir = self.prepared.run_dir
-        if not (run_dir / "run.json").is_file():
-            return {"run_id": self.prepared.run_id, "status": "failed", "cases": []}
-        return write_summary(run_dir)
+        """The run's summary as the report wrote it; a failed one where there is none (the run
+        stopped before preflight recorded it)."""
+        summary = read_optional(self.prepared.run_dir / SUMMARY_JSON)
+        if isinstance(summary, dict):
+            return summary
+        return {"run_id": self.prepared.run_id, "status": "failed", "cases": []}
 
     def _interrupt(self, _signum, _frame) -> None:
         if self.interrupted:
-            raise KeyboardInterrupt
+            self.given_up = True
+            self.console.print("[yellow]interrupted again: giving up on cleaning up[/yellow]")
+            return
         self.interrupted = True
         self.console.print("[yellow]interrupted: stopping the current step "
                            "(again to give up on cleaning up)...[/yellow]")
+        self._signal_step(signal.SIGTERM)
+
+    @staticmethod
+    def _signal_step(signum: int) -> None:
+        """``signum`` to the step's ansible-playbook, this process's child (ansible-runner
+        starts it in a terminal of its own, which a Ctrl-C does not reach)."""
+        import psutil
+
+        for child in psutil.Process().children():
+            try:
+                if any("ansible-playbook" in part for part in child.cmdline()[:2]):
+                    child.send_signal(signum)
+            except psutil.Error:
+                continue
 
     def _report_failure(self, label: str, step: StepResult) -> None:
         from rich.markup import escape

@@ -22,9 +22,8 @@ from typing import Any, Mapping
 
 from flagperf_ansible.datasheet import case_datasheet
 from flagperf_ansible.flagperf_import import figure_direction, import_flagperf, is_flagperf_layout
-from flagperf_ansible.layout import ROUND_FILE, RUN_FILE, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, \
-    read_json, write_json, write_text
-from flagperf_ansible.rounds import reparse_rounds, round_figures
+from flagperf_ansible.layout import ROUND_FILE, RUN_FILE, read_json
+from flagperf_ansible.rounds import round_figures
 from flagperf_ansible.stats import OLYMPIC_MIN_N, case_passes, describe, numeric_fields
 from flagperf_ansible.suites import suite as suite_of
 
@@ -307,20 +306,3 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     FlagPerf rank logs in memory (``flagperf_import.import_flagperf``)."""
     rounds = import_flagperf(run_dir) if is_flagperf_layout(run_dir) else None
     return build_summary(run_dir, rounds)
-
-
-def write_summary(run_dir: Path, html: bool = True, reparse: bool = False) -> dict[str, Any]:
-    """Rebuild ``summary.json``, ``summary.md`` and (``html``) ``summary.html`` from the run's
-    round.json files (with ``reparse``, first each round.json from its raw artifacts, see
-    ``rounds.reparse_rounds``); a FlagPerf results folder is read in memory, and only the
-    summaries are written into it."""
-    from flagperf_ansible.report import summary_html, summary_markdown
-
-    if reparse:
-        reparse_rounds(run_dir)
-    summary = read_summary(run_dir)
-    write_json(run_dir / SUMMARY_JSON, summary)
-    write_text(run_dir / SUMMARY_MD, summary_markdown(summary))
-    if html:
-        write_text(run_dir / SUMMARY_HTML, summary_html(run_dir, summary))
-    return summary
