@@ -49,6 +49,12 @@ def group_vars(folder: Path, values: dict) -> None:
     write(folder / "group_vars" / "all.yml", yaml.safe_dump(values))
 
 
+def yaml_hosts(folder: Path, *names: str, name: str = "hosts.yml") -> Path:
+    """A YAML inventory file listing ``names`` under flagperf_hosts."""
+    return write(folder / name, yaml.safe_dump(
+        {"all": {"children": {"flagperf_hosts": {"hosts": {n: HOST for n in names}}}}}))
+
+
 def ini_host(name: str) -> str:
     return f"{name} ansible_connection=local ansible_python_interpreter={sys.executable}"
 
@@ -58,8 +64,7 @@ def make_inventories(base: Path) -> dict[str, tuple[list[str], int]]:
     kinds: dict[str, tuple[list[str], int]] = {}
 
     folder = base / "yaml"
-    write(folder / "hosts.yml", yaml.safe_dump(
-        {"all": {"children": {"flagperf_hosts": {"hosts": {"bench1": HOST}}}}}))
+    yaml_hosts(folder, "bench1")
     group_vars(folder, settings(base, "yaml-folder"))
     kinds["yaml-folder"] = (["-i", str(folder)], 1)
 
@@ -102,8 +107,7 @@ def make_inventories(base: Path) -> dict[str, tuple[list[str], int]]:
 
     # Two sources: the hosts in YAML, a second host and a setting in INI.
     folder = base / "two"
-    write(folder / "hosts.yml", yaml.safe_dump(
-        {"all": {"children": {"flagperf_hosts": {"hosts": {"bench1": HOST}}}}}))
+    yaml_hosts(folder, "bench1")
     write(folder / "more.ini", f"""\
         [flagperf_hosts]
         {ini_host("bench2")}
@@ -116,16 +120,14 @@ def make_inventories(base: Path) -> dict[str, tuple[list[str], int]]:
 
     # -e @file replaces the inventory's case list (three rounds there, one here).
     folder = base / "extra"
-    write(folder / "hosts.yml", yaml.safe_dump(
-        {"all": {"children": {"flagperf_hosts": {"hosts": {"bench1": HOST}}}}}))
+    yaml_hosts(folder, "bench1")
     group_vars(folder, settings(base, "extra-vars-file", cases=["sleep:pytorch:cpu:1:1:3"]))
     cases = write(base / "cases.yml", yaml.safe_dump({"flagperf_cases": [SLEEP]}))
     kinds["extra-vars-file"] = (["-i", str(folder), "-e", f"@{cases}"], 1)
 
     # --limit to the second of two hosts: noderank 0 is bench2.
     folder = base / "limit"
-    write(folder / "hosts.yml", yaml.safe_dump(
-        {"all": {"children": {"flagperf_hosts": {"hosts": {"bench1": HOST, "bench2": HOST}}}}}))
+    yaml_hosts(folder, "bench1", "bench2")
     group_vars(folder, settings(base, "limit"))
     kinds["limit"] = (["-i", str(folder), "--limit", "bench2"], 1)
     return kinds

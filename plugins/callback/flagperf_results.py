@@ -145,7 +145,10 @@ class CallbackModule(CallbackBase):
             argv += ["-i", source]
         for extra in context.CLIARGS.get("extra_vars") or ():
             argv += ["-e", extra]
-        argv += ["-e", f"flagperf_run_id={run_dir.name}", "-e", f"flagperf_select={in_flight['key']}"]
+        # The run's folder by name: its plan.json is what the clean-up follows.
+        argv += ["-e", json.dumps({"flagperf_results_dir": str(run_dir.parent),
+                                   "flagperf_run_id": run_dir.name,
+                                   "flagperf_select": in_flight["key"]})]
         error = "" if self._interrupted else (
             self._errors[-1] if self._errors
             else "ansible-playbook stopped mid-round without a word (see its output)")
