@@ -226,11 +226,17 @@ GOOD_VARS = yaml.safe_dump({"flagperf_cases": [SLEEP]})
 
 
 def test_a_bad_value_in_an_ini_inventory_names_the_ini_file(tmp_path):
-    line = bad_value(tmp_path, {"inv/hosts.ini": "[flagperf_hosts]\nnode1\n\n[flagperf_hosts:vars]\n"
-                                                 "flagperf_master_port=80\n",
-                                "inv/group_vars/all.yml": GOOD_VARS},
-                     ["-i", str(tmp_path / "inv" / "hosts.ini")])
+    ini = "[flagperf_hosts]\nnode1\n\n[flagperf_hosts:vars]\nflagperf_master_port={}\n"
+    line = bad_value(tmp_path / "a", {"inv/hosts.ini": ini.format(80),
+                                      "inv/group_vars/all.yml": GOOD_VARS},
+                     ["-i", str(tmp_path / "a" / "inv" / "hosts.ini")])
     assert "hosts.ini: flagperf_master_port:" in line, line
+    # group_vars/all outranks a group's vars in the inventory itself (Ansible's precedence):
+    # the value that counts, and the file named, are group_vars/all's.
+    line = bad_value(tmp_path / "b", {"inv/hosts.ini": ini.format(29500),
+                                      "inv/group_vars/all.yml": GOOD_VARS + "flagperf_master_port: 80\n"},
+                     ["-i", str(tmp_path / "b" / "inv" / "hosts.ini")])
+    assert "group_vars/all.yml: flagperf_master_port:" in line, line
 
 
 def test_a_bad_value_in_group_vars_of_a_child_group_names_that_file(tmp_path):

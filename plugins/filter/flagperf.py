@@ -76,6 +76,23 @@ def flagperf_plan(sources, project_dir):
         raise AnsibleFilterError(str(err)) from None
 
 
+def flagperf_run_plan(results_dir, run_id, project_dir):
+    """The plan preflight wrote for run ``run_id`` (its plan.json under the results folder).
+
+    Raises:
+        AnsibleFilterError: the run has no plan (preflight did not run for it).
+    """
+    from flagperf_ansible.layout import PLAN_FILE, read_json
+    from flagperf_ansible.plan import results_root
+
+    path = results_root(str(results_dir), Path(str(project_dir))) / str(run_id) / PLAN_FILE
+    if not run_id or not path.is_file():
+        raise AnsibleFilterError(f"no plan for run '{run_id}' ({path}): run preflight first "
+                                 "(site.yml), or name a run of these results with "
+                                 "-e flagperf_run_id=RUN_ID")
+    return read_json(path)
+
+
 def flagperf_round_hosts(hosts, hostvars, active, poll_var, deadline_passed=False):
     """``[{host, noderank, rc, timed_out, stopped, lost, error, wait_slices}]`` of a round, from each host's
     last poll result, registered as ``poll_var`` (see ``round_wait.node_outcome``; ``rc`` None
@@ -164,6 +181,7 @@ class FilterModule:
             "flagperf_container_name": flagperf_container_name,
             "flagperf_plan": flagperf_plan,
             "flagperf_round_hosts": flagperf_round_hosts,
+            "flagperf_run_plan": flagperf_run_plan,
             "flagperf_results_root": flagperf_results_root,
             "flagperf_job_status": flagperf_job_status,
             "flagperf_node_dir": flagperf_node_dir,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -46,10 +46,11 @@ _PLUGIN_BY_SUFFIX = {".ini": "ini", ".cfg": "ini", ".yml": "yaml", ".yaml": "yam
 class RunInventory:
     """What planning needs of an inventory, as Ansible resolved it.
 
-    ``settings`` is the run's view of every ``flagperf_*`` variable (the role defaults, the
-    controller's view, the values every benchmark host shares, extra vars); ``host_settings``
-    holds, per host, the values that host sees differently (its own group_vars or host_vars).
-    ``origins`` names the file (or "extra vars", or the inventory source) of each setting.
+    ``hosts``: the benchmark hosts in noderank order; ``host_vars``: each one's connection
+    variables; ``settings``: the run's view of every ``flagperf_*`` variable (the role
+    defaults, the controller's view, the values every benchmark host shares, extra vars), each
+    host's own differing values having been checked in its view; ``origins``: the file (or
+    "extra vars", or the inventory source) of each setting.
     """
 
     sources: list[str]
@@ -57,8 +58,6 @@ class RunInventory:
     host_vars: dict[str, dict[str, Any]]
     settings: dict[str, Any]
     origins: dict[str, str]
-    host_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    host_origins: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def address(self, host: str) -> str:
         """The address other hosts reach ``host`` at (``ansible_host``, else its name)."""
@@ -244,8 +243,9 @@ class Origins:
     the inventory source's own vars, ``group_vars/all``, ``group_vars/<group>`` (groups in
     Ansible's order), the host's own vars, ``host_vars/<host>``; extra vars above all."""
 
-    def __init__(self, sources: list[str], extra: Mapping[str, str]) -> None:
+    def __init__(self, sources: list[str], extra: Mapping[str, str], all_group: Any = None) -> None:
         self.sources = [s for s in sources if "," not in s]
+        self.all_group = all_group
         self.bases = [Path(s) if Path(s).is_dir() else Path(s).parent for s in self.sources]
         self.extra = extra
         self._keys: dict[Path, set[str]] = {}
@@ -301,18 +301,32 @@ class Origins:
                             return ConfigError(problem, shown(path))
         return ConfigError(text, self.inline(HOST_GROUP))
 
-    def of(self, name: str, groups: list[str], host: str | None) -> str:
-        """The origin of variable ``name`` as ``host`` (None: the controller's play) sees it,
-        given its groups, lowest precedence first."""
+    def of(self, name: str, host: Any) -> str:
+        """The origin of variable ``name`` as Ansible layers it for ``host`` (an inventory
+        Host), lowest precedence first (ansible-core's ``VARIABLE_PRECEDENCE`` default): every
+        group's vars in the inventory itself, then the group_vars files (groups in Ansible's
+        order, ``all`` first), then the host's own vars, then its host_vars files; extra vars
+        above all."""
+        from ansible.inventory.helpers import sort_groups
+
         if name in self.extra:
             return self.extra[name]
+        # The implicit localhost belongs to no group, yet sees the group all's variables.
+        groups = sort_groups(host.get_groups()) or ([self.all_group] if self.all_group else [])
+
+        def files(folder: str, owner: str) -> list[Path]:
+            return [path for base in self.bases for path in _vars_files(base / folder, owner)
+                    if name in self._keys_of(path)]
+
         found = ""
-        layers = [("group_vars", g) for g in groups] + ([("host_vars", host)] if host else [])
-        for folder, owner in layers:
-            for base in self.bases:
-                for path in _vars_files(base / folder, owner):
-                    if name in self._keys_of(path):
-                        found = shown(path)
+        layers = [[g.vars for g in groups], [files("group_vars", g.name) for g in groups],
+                  [host.vars], [files("host_vars", host.name)]]
+        for layer in layers:
+            for entry in layer:
+                if isinstance(entry, list) and entry:
+                    found = shown(entry[-1])
+                elif isinstance(entry, Mapping) and name in entry:
+                    found = self.inline(name)
         return found or self.inline(name)
 
 
@@ -361,7 +375,7 @@ def read_inventory(sources: list[str] | tuple[str, ...],
     failed = _parse_failures(caught)
     for path in sorted(failed, key=lambda p: Path(p).is_dir()):
         raise _unreadable_source(path, failed[path])
-    origins = Origins(list(sources), extra_origins)
+    origins = Origins(list(sources), extra_origins, manager.groups.get("all"))
     where = origins.inline(HOST_GROUP)
     if HOST_GROUP not in manager.groups:
         hint = next((m for m, _ in caught if "flagperf_hosts" in m), "")
@@ -389,29 +403,26 @@ def read_inventory(sources: list[str] | tuple[str, ...],
                           "command line", "--limit")
     variables = VariableManager(loader=loader, inventory=manager)
 
-    def view(host: Any) -> tuple[dict[str, Any], list[str]]:
+    def view(host: Any) -> dict[str, Any]:
         try:
             raw = variables.get_vars(host=host, include_hostvars=False)
         except AnsibleError as error:
             raise origins.vars_error(error) from None
-        groups = ["all"] + [g.name for g in host.get_groups() if g.name != "all"]
-        return {**raw, **extra}, groups
+        return {**raw, **extra}
 
     hosts = [h.name for h in members]
     host_vars: dict[str, dict[str, Any]] = {}
     host_views: dict[str, dict[str, Any]] = {}
-    host_groups: dict[str, list[str]] = {}
+    by_name = {h.name: h for h in members}
     for host in members:
-        seen, groups = view(host)
-        host_groups[host.name] = groups
+        seen = view(host)
         host_views[host.name] = _rendered(loader, seen, lambda k: k.startswith("flagperf_"))
         host_vars[host.name] = _rendered(loader, seen, lambda k: k.startswith("ansible_")
                                          and k in (*CONNECTION_VARS, "ansible_connection"))
     check_hosts(hosts, host_vars,
-                lambda h, name: origins.of(name, host_groups[h], h) if name else
-                origins.inline(h))
+                lambda h, name: origins.of(name, by_name[h]) if name else origins.inline(h))
 
-    controller, controller_groups = view(manager.localhost)
+    controller = view(manager.localhost)
     own = _rendered(loader, controller, lambda k: k.startswith("flagperf_"))
     # The values every benchmark host shares join the controller's own (group_vars/
     # flagperf_hosts reaches the hosts, not the controller's play); a value one host sees
@@ -421,18 +432,16 @@ def read_inventory(sources: list[str] | tuple[str, ...],
               if all(k in host_views[h] and host_views[h][k] == v for h in hosts[1:])}
     settings = {**defaults(), **own, **common}
     setting_origins = {k: DEFAULTS_ORIGIN for k in defaults()}
-    setting_origins.update({k: origins.of(k, controller_groups, None) for k in own})
-    setting_origins.update({k: origins.of(k, host_groups[hosts[0]], hosts[0])
+    setting_origins.update({k: origins.of(k, manager.localhost) for k in own})
+    setting_origins.update({k: origins.of(k, members[0])
                             for k in common if k not in own or own[k] != common[k]})
-    run = RunInventory(sources=list(sources), hosts=hosts, host_vars=host_vars,
-                       settings=settings, origins=setting_origins)
     for host in hosts:
         differs = {k: v for k, v in host_views[host].items() if settings.get(k) != v}
         if differs:
-            run.host_settings[host] = differs
-            run.host_origins[host] = {k: origins.of(k, host_groups[host], host) for k in differs}
-            check_settings({**settings, **differs}, {**setting_origins, **run.host_origins[host]})
-    return run
+            check_settings({**settings, **differs},
+                           {**setting_origins, **{k: origins.of(k, by_name[host]) for k in differs}})
+    return RunInventory(sources=list(sources), hosts=hosts, host_vars=host_vars,
+                        settings=settings, origins=setting_origins)
 
 
 def _rendered(loader: Any, variables: Mapping[str, Any],
