@@ -102,7 +102,8 @@ def test_validate_command_accepts_the_local_inventory(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert (f"{len(BASE) + len(CATALOG) + len(FRAMEWORKS) + len(INFERENCE)} round(s): computation-pytorch-base-cpux1x1, "
+    assert (f"{len(BASE) + len(CATALOG) + len(FRAMEWORKS) + len(INFERENCE)} round(s) on 1 host(s): "
+            "computation-pytorch-base-cpux1x1, "
             "main_memory-bandwidth-pytorch-base-cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
 
 

@@ -35,9 +35,9 @@ CONNECTION_VARS = ("ansible_host", "ansible_port", "ansible_user")
 #: (ssh would read it as an option).
 HOST_PATTERN = re.compile(r"[A-Za-z0-9_:\[][A-Za-z0-9_.:%\[\]-]{0,252}")
 USER_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
-#: The inventory plugin whose failure explains a file that no plugin could read, by suffix.
 #: How Ansible names the types of what it loaded: ``<class '..._AnsibleTaggedList'>``.
 _TAGGED = re.compile(r"\"?(?:<class )?'(?:[\w.]*\.)?_?(?:AnsibleTagged)?(List|Dict|Str|Int|Float)'>?\"?")
+#: The inventory plugin whose failure explains a file that no plugin could read, by suffix.
 _PLUGIN_BY_SUFFIX = {".ini": "ini", ".cfg": "ini", ".yml": "yaml", ".yaml": "yaml",
                      ".json": "yaml", ".toml": "toml"}
 
@@ -417,8 +417,8 @@ def read_inventory(sources: list[str] | tuple[str, ...],
     for host in members:
         seen = view(host)
         host_views[host.name] = _rendered(loader, seen, lambda k: k.startswith("flagperf_"))
-        host_vars[host.name] = _rendered(loader, seen, lambda k: k.startswith("ansible_")
-                                         and k in (*CONNECTION_VARS, "ansible_connection"))
+        host_vars[host.name] = _rendered(loader, seen,
+                                         lambda k: k in (*CONNECTION_VARS, "ansible_connection"))
     check_hosts(hosts, host_vars,
                 lambda h, name: origins.of(name, by_name[h]) if name else origins.inline(h))
 
