@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -29,10 +30,11 @@ SLEEP = "sleep:pytorch:cpu:1:1:1"
 HOST = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 
 def settings(base: Path, kind: str, cases: list[str] | None = None) -> dict:
-    """The group_vars of every kind: this checkout as flagperf_root, no cache clearing."""
+    """The group_vars of every kind: this checkout as flagperf_root, no cache clearing, a host
+    folder and results folder of its own (the kinds run side by side)."""
     return {"flagperf_vendor": "cpu", "flagperf_container_runtime": "none",
             "flagperf_root": str(ROOT), "flagperf_python": sys.executable,
-            "flagperf_workdir": str(base / "work"), "flagperf_clear_caches": False,
+            "flagperf_workdir": str(base / "work" / kind), "flagperf_clear_caches": False,
             "flagperf_results_dir": str(base / "results" / kind),
             "flagperf_cases": cases or [SLEEP]}
 
@@ -139,17 +141,43 @@ def inventories(tmp_path_factory) -> tuple[Path, dict[str, tuple[list[str], int]
     return base, make_inventories(base)
 
 
-def environment() -> dict[str, str]:
+def environment(base: Path, kind: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
+    # The kinds run side by side and name their hosts alike: a fact cache of each kind's own.
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(base / "facts" / kind)
     env["COLUMNS"] = "300"
     return env
 
 
-def call(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, env=environment(), capture_output=True, text=True,
-                          timeout=600)
+KINDS = ["yaml-folder", "ini-file", "script", "constructed", "two-sources", "extra-vars-file",
+         "limit"]
+
+
+def run_kind(base: Path, kind: str, args: list[str]) -> dict[str, subprocess.CompletedProcess]:
+    """``validate``, a one-round ``run`` and ``ansible-playbook site.yml`` with one kind."""
+    def call(argv: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=base, env=environment(base, kind), capture_output=True,
+                              text=True, timeout=900)
+
+    done = {"validate": call([sys.executable, "-m", "flagperf_ansible", "validate", *args]),
+            "run": call([sys.executable, "-m", "flagperf_ansible", "run", *args])}
+    # ansible-playbook's --limit skips the controller's plays (hosts: localhost) unless it
+    # names localhost; the wrapper adds it.
+    site_args = [f"{a},localhost" if i and args[i - 1] == "--limit" else a
+                 for i, a in enumerate(args)]
+    done["site"] = call(["ansible-playbook", str(ROOT / "site.yml"), *site_args])
+    return done
+
+
+@pytest.fixture(scope="module")
+def outcomes(inventories) -> dict[str, dict[str, subprocess.CompletedProcess]]:
+    """Each kind's three commands; the kinds side by side (each its own folders and facts)."""
+    base, kinds = inventories
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {kind: pool.submit(run_kind, base, kind, kinds[kind][0]) for kind in KINDS}
+        return {kind: future.result() for kind, future in futures.items()}
 
 
 def comparable(plan: dict) -> dict:
@@ -158,41 +186,30 @@ def comparable(plan: dict) -> dict:
     return {k: v for k, v in plan.items() if k not in ("run_id", "created")}
 
 
-KINDS = ["yaml-folder", "ini-file", "script", "constructed", "two-sources", "extra-vars-file",
-         "limit"]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
-def test_both_front_doors_plan_and_run_the_same(inventories, kind):
+def test_both_front_doors_plan_and_run_the_same(inventories, outcomes, kind):
     base, kinds = inventories
-    args, host_count = kinds[kind]
+    host_count = kinds[kind][1]
     results = base / "results" / kind
+    done = outcomes[kind]
 
-    validated = call([sys.executable, "-m", "flagperf_ansible", "validate", *args], base)
+    validated = done["validate"]
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert f"1 round(s) on {host_count} host(s): sleep-pytorch-cpux1x1" in validated.stdout
+    for step in ("run", "site"):
+        assert done[step].returncode == 0, done[step].stdout[-3000:] + done[step].stderr[-3000:]
+    runs = sorted(results.glob("run*"))
+    assert len(runs) == 2, runs
 
-    wrapped = call([sys.executable, "-m", "flagperf_ansible", "run", *args], base)
-    assert wrapped.returncode == 0, wrapped.stdout[-3000:] + wrapped.stderr[-3000:]
-    (wrapper_run,) = list(results.glob("run*"))
-
-    # ansible-playbook's --limit skips the controller's plays (hosts: localhost) unless it
-    # names localhost; the wrapper adds it.
-    site_args = [f"{a},localhost" if i and args[i - 1] == "--limit" else a
-                 for i, a in enumerate(args)]
-    played = call(["ansible-playbook", str(ROOT / "site.yml"), *site_args], base)
-    assert played.returncode == 0, played.stdout[-3000:] + played.stderr[-3000:]
-    (site_run,) = [p for p in results.glob("run*") if p != wrapper_run]
-
-    plans = [json.loads((run / "plan.json").read_text()) for run in (wrapper_run, site_run)]
+    plans = [json.loads((run / "plan.json").read_text()) for run in runs]
     assert comparable(plans[0]) == comparable(plans[1])
     plan = plans[0]
     assert len(plan["hosts"]) == host_count and [r["key"] for r in plan["rounds"]] == \
         ["sleep-pytorch-cpux1x1/round1"]
     first = "bench2" if kind == "limit" else "bench1"
     assert plan["rounds"][0]["hosts"] == [first]
-    for run in (wrapper_run, site_run):
+    for run in runs:
         summary = json.loads((run / "summary.json").read_text())
         assert summary["status"] == "passed", summary
         document = json.loads((run / "sleep-pytorch-cpux1x1/round1/round.json").read_text())
