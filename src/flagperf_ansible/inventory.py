@@ -249,6 +249,8 @@ class Origins:
         self.bases = [Path(s) if Path(s).is_dir() else Path(s).parent for s in self.sources]
         self.extra = extra
         self._keys: dict[Path, set[str]] = {}
+        # The inventory files' text, read once for every origin looked up in them.
+        self._texts: list[tuple[Path, str]] | None = None
 
     def _keys_of(self, path: Path) -> set[str]:
         if path not in self._keys:
@@ -274,12 +276,16 @@ class Origins:
     def inline(self, name: str) -> str:
         """The inventory file that most likely holds ``name`` itself (a host, a group, a
         variable set in the inventory), else the first source."""
-        for path in self._source_files():
-            try:
-                if name in path.read_text(encoding="utf-8", errors="replace"):
-                    return shown(path)
-            except OSError:
-                continue
+        if self._texts is None:
+            self._texts = []
+            for path in self._source_files():
+                try:
+                    self._texts.append((path, path.read_text(encoding="utf-8", errors="replace")))
+                except OSError:
+                    continue
+        found = next((path for path, text in self._texts if name in text), None)
+        if found is not None:
+            return shown(found)
         return shown(self.sources[0]) if self.sources else "inventory"
 
     def vars_error(self, error: BaseException) -> ConfigError:
