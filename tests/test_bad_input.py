@@ -46,9 +46,13 @@ HOST_TASKS = ("Reach the benchmark hosts and check them",
 
 
 def hosts_tree(*names: str, **host_vars: Any) -> dict[str, Any]:
-    """An inventory whose group flagperf_hosts holds ``names`` at the dead address."""
-    entry = {"ansible_host": DEAD_ADDRESS, "ansible_port": DEAD_PORT, **host_vars}
-    return {"all": {"children": {"flagperf_hosts": {"hosts": {n: dict(entry) for n in names}}}}}
+    """An inventory whose group flagperf_hosts holds ``names``, the first at the dead address,
+    each further one at the next address down (two hosts may not share an address and port)."""
+    prefix, last = DEAD_ADDRESS.rsplit(".", 1)
+    return {"all": {"children": {"flagperf_hosts": {"hosts": {
+        name: {"ansible_host": f"{prefix}.{int(last) - index}", "ansible_port": DEAD_PORT,
+               **host_vars}
+        for index, name in enumerate(names)}}}}}
 
 
 def group(body: Any) -> dict[str, Any]:
@@ -119,6 +123,13 @@ CORPUS = [
     Bad("ansible_port-in-host_vars-not-a-number",
         "inv/host_vars/node1.yml: flagperf_hosts.node1.ansible_port", "'ssh' is not a port",
         files={"host_vars/node1.yml": "ansible_port: ssh\n"}),
+    Bad("two-hosts-at-one-address-and-port", "inv/hosts.yml: flagperf_hosts.node2.ansible_host",
+        f"the same address and port as host node1 ({DEAD_ADDRESS}:{DEAD_PORT})",
+        hosts=hosts_tree("node1", "node2", ansible_host=DEAD_ADDRESS)),
+    Bad("strict-host-keys-without-the-known_hosts-file",
+        "inv/group_vars/all.yml: flagperf_known_hosts_file", "does not exist on the controller",
+        vars={**cases(SLEEP), "flagperf_ssh_strict_host_keys": True,
+              "flagperf_known_hosts_file": "/nonexistent/known_hosts"}),
     Bad("ansible_user-with-a-space", "inv/hosts.yml: flagperf_hosts.node1.ansible_user",
         "not a safe user name", hosts=hosts_tree("node1", ansible_user="bench user")),
     Bad("group_vars-not-a-mapping", "inv/group_vars/all.yml", "expected a mapping of variables",
@@ -141,6 +152,11 @@ CORPUS = [
         "greater than 0", vars=cases("sleep:pytorch:cpu:1:1:-2")),
     Bad("timeout-zero", "inv/group_vars/all.yml: flagperf_cases[0].timeout", "greater than 0",
         vars=cases({**SLEEP, "timeout": 0})),
+    # A plan has an entry per round: a count typed with too many digits is refused, not planned.
+    Bad("repeat-ten-to-the-21", "inv/group_vars/all.yml: flagperf_cases[0].repeat",
+        "less than or equal to 1000", vars=cases("sleep:pytorch:cpu:1:1:1000000000000000000000")),
+    Bad("timeout-beyond-two-weeks", "inv/group_vars/all.yml: flagperf_cases[0].timeout",
+        "less than or equal to 1209600", vars=cases({**SLEEP, "timeout": 10 ** 9})),
     Bad("nnodes-a-boolean", "inv/group_vars/all.yml: flagperf_cases[0].nnodes",
         "expected a number, not true", vars=cases({**SLEEP, "nnodes": True})),
     Bad("unknown-key-in-a-spec", "inv/group_vars/all.yml: flagperf_cases[0].batch_size",

@@ -284,3 +284,18 @@ def test_a_limit_that_leaves_no_benchmark_host_is_refused(tmp_path):
                                 "inv/group_vars/all.yml": GOOD_VARS},
                      ["-i", str(tmp_path / "inv"), "--limit", "node9"])
     assert line.startswith("command line: --limit: leaves no host of flagperf_hosts"), line
+
+
+def test_one_machine_listed_twice_is_refused_and_distinct_endpoints_are_not(tmp_path):
+    # A host's name is its address when ansible_host is not set.
+    line = bad_value(tmp_path / "a", {
+        "inv/hosts.ini": "[flagperf_hosts]\n10.0.0.7\nnode2 ansible_host=10.0.0.7\n",
+        "inv/group_vars/all.yml": GOOD_VARS}, ["-i", str(tmp_path / "a" / "inv" / "hosts.ini")])
+    assert "flagperf_hosts.node2.ansible_host: the same address as host 10.0.0.7" in line, line
+    # Another port of the same address is another sshd; local hosts are not reached by address.
+    for name, ini in (("ports", "node1 ansible_host=10.0.0.7 ansible_port=2201\n"
+                                "node2 ansible_host=10.0.0.7 ansible_port=2202\n"),
+                      ("local", "node1 ansible_connection=local\nnode2 ansible_connection=local\n")):
+        folder = write(tmp_path / name / "hosts.ini", "[flagperf_hosts]\n" + ini).parent
+        group_vars(folder, {"flagperf_cases": [SLEEP]})
+        assert read_inventory([str(folder / "hosts.ini")]).hosts == ["node1", "node2"]

@@ -77,6 +77,14 @@ def not_bool(value: Any) -> Any:
 #: A positive whole number; YAML's true/false are not numbers here.
 Count = Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
 
+#: Upper bounds of a spec's counts: far beyond any cluster's, low enough that a plan (one entry
+#: per round and node) is built at once. A typo such as a repeat of 10^21 is refused, not run.
+MAX_NODES = 1024
+MAX_PROCS_PER_NODE = 1024
+MAX_REPEAT = 1000
+#: Seconds: two weeks, beyond the longest of FlagPerf's published training runs.
+MAX_TIMEOUT = 14 * 24 * 3600
+
 
 class CaseSpec(BaseModel):
     """One requested case: ``nnodes`` hosts x ``nproc_per_node`` processes, ``repeat`` rounds."""
@@ -89,12 +97,12 @@ class CaseSpec(BaseModel):
     #: Which family of cases ``model``/``framework`` names: training (FlagPerf's key, which
     #: also finds the diagnostic case), inference or base.
     suite: Literal["training", "inference", "base"] = "training"
-    nnodes: Count
-    nproc_per_node: Count
-    repeat: Count = 1
+    nnodes: Annotated[Count, Field(le=MAX_NODES)]
+    nproc_per_node: Annotated[Count, Field(le=MAX_PROCS_PER_NODE)]
+    repeat: Annotated[Count, Field(le=MAX_REPEAT)] = 1
     data_dir: str = ""
     #: Seconds a round may run before it is killed; None (unset) takes the case's own default.
-    timeout: Count | None = None
+    timeout: Annotated[Count, Field(le=MAX_TIMEOUT)] | None = None
 
     _names = field_validator("model", "framework", "hardware")(check_name)
 

@@ -514,3 +514,33 @@ def check_hosts(hosts: list[str], host_vars: Mapping[str, Mapping[str, Any]],
                 not isinstance(user, str) or not USER_PATTERN.fullmatch(user)):
             raise ConfigError(f"{user!r} is not a safe user name", where(host, "ansible_user"),
                               f"{key}.ansible_user")
+    _check_unique_endpoints(hosts, host_vars, where)
+
+
+def _check_unique_endpoints(hosts: list[str], host_vars: Mapping[str, Mapping[str, Any]],
+                            where: Callable[[str, str], str]) -> None:
+    """Refuse two hosts reached at the same address and port: one machine listed twice would
+    run two nodes' ranks and monitors side by side and be counted as two. Hosts that Ansible
+    does not reach over the network (``ansible_connection: local``) and templated values are
+    left out.
+
+    Raises:
+        ConfigError: naming the second host's ``ansible_host`` (or its name) and its file.
+    """
+    seen: dict[tuple[str, str], str] = {}
+    for host in hosts:
+        hvars = host_vars.get(host) or {}
+        if hvars.get("ansible_connection") == "local":
+            continue
+        address, port = hvars.get("ansible_host", host), hvars.get("ansible_port")
+        if _templated(address) or (port is not None and _templated(port)):
+            continue
+        endpoint = (str(address).lower(), "" if port is None else str(port).strip())
+        if endpoint in seen:
+            variable = "ansible_host" if "ansible_host" in hvars else ""
+            shown = f"{address}:{port}" if port is not None else str(address)
+            raise ConfigError(
+                f"the same address{' and port' if port is not None else ''} as host "
+                f"{seen[endpoint]} ({shown}): one machine listed twice",
+                where(host, variable), f"{HOST_GROUP}.{host}" + (f".{variable}" if variable else ""))
+        seen[endpoint] = host

@@ -275,7 +275,18 @@ def check_settings(settings: Mapping[str, Any], origins: Mapping[str, str]) -> S
     if unknown:
         raise ConfigError("unknown setting (a typo?)", origin(unknown[0]), unknown[0])
     with raise_first(origin):
-        return Settings.model_validate(dict(settings))
+        checked = Settings.model_validate(dict(settings))
+    known_hosts = checked.flagperf_known_hosts_file
+    if checked.flagperf_ssh_strict_host_keys and not templated(known_hosts) \
+            and not Path(known_hosts).expanduser().is_file():
+        # Strict means only pinned keys are trusted: without the file every host is refused.
+        key = ("flagperf_known_hosts_file"
+               if origins.get("flagperf_known_hosts_file") not in (None, DEFAULTS_FILE)
+               else "flagperf_ssh_strict_host_keys")
+        raise ConfigError(f"flagperf_ssh_strict_host_keys is true but the known_hosts file "
+                          f"{known_hosts} does not exist on the controller (pin the hosts' keys "
+                          f"first: ssh-keyscan)", origin(key), key)
+    return checked
 
 
 DEFAULTS_FILE = "roles/flagperf/defaults/main.yml"
