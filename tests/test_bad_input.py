@@ -77,8 +77,8 @@ class Bad:
     vars: Any = field(default_factory=lambda: cases(SLEEP))
     #: hosts.yml: a mapping, or raw text.
     hosts: Any = field(default_factory=lambda: hosts_tree("node1"))
-    #: Further inventory files by path under the inventory folder.
-    files: dict[str, str] = field(default_factory=dict)
+    #: Further inventory files by path under the inventory folder (text, or bytes as they are).
+    files: dict[str, str | bytes] = field(default_factory=dict)
     #: Edits of a scratch copy of the project: path -> text, or None to delete.
     project: dict[str, str | None] = field(default_factory=dict)
     #: ``run`` (with --results-dir) or ``validate``.
@@ -134,6 +134,15 @@ CORPUS = [
         "not a safe user name", hosts=hosts_tree("node1", ansible_user="bench user")),
     Bad("group_vars-not-a-mapping", "inv/group_vars/all.yml", "expected a mapping of variables",
         vars="- flagperf_vendor: cpu\n"),
+    # -- encodings: Ansible reads UTF-8 only --------------------------------------------------
+    Bad("group_vars-saved-as-utf-16", "inv/group_vars/all.yml", "saved as UTF-16",
+        files={"group_vars/all.yml": "flagperf_cases: [sleep:pytorch:cpu:1:1:1]\n".encode("utf-16")}),
+    Bad("hosts-saved-as-latin-1", "inv/hosts.yml", "not UTF-8 text (byte 0xe9 at line 1)",
+        files={"hosts.yml": "# h\xe9tes\nall: {children: {flagperf_hosts: {hosts: {node1: {}}}}}\n"
+               .encode("latin-1")}),
+    Bad("two-files-joined-with-a-byte-order-mark", "inv/group_vars/all.yml",
+        "a byte-order mark (U+FEFF) at line 2",
+        files={"group_vars/all.yml": "flagperf_vendor: cpu\n\ufeffflagperf_cases: [sleep:pytorch:cpu:1:1:1]\n"}),
     Bad("group_vars-bad-yaml", "inv/group_vars/all.yml: line ", "",
         vars="flagperf_cases: [a, b\nflagperf_vendor: cpu\n"),
     # -- case specs -----------------------------------------------------------------------------
@@ -289,7 +298,10 @@ def write_inventory(base: Path, bad: Bad) -> Path:
     (inventory / "group_vars" / "all.yml").write_text(_dump(bad.vars))
     for name, text in bad.files.items():
         (inventory / name).parent.mkdir(parents=True, exist_ok=True)
-        (inventory / name).write_text(text)
+        if isinstance(text, bytes):
+            (inventory / name).write_bytes(text)
+        else:
+            (inventory / name).write_text(text)
     return inventory
 
 

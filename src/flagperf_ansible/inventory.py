@@ -208,6 +208,7 @@ def load_extra_vars(loader: Any, extra_vars: list[str] | tuple[str, ...],
             if option.startswith("@"):
                 if not Path(option[1:]).is_file():
                     raise ConfigError("no such extra vars file", where)
+                check_text_file(Path(option[1:]))
                 data = loader.load_from_file(option[1:], trusted_as_template=True)
             elif option[0] in "/.":
                 raise ConfigError(f"{option!r}: a file of extra vars is named with '@'", where)
@@ -222,6 +223,75 @@ def load_extra_vars(loader: Any, extra_vars: list[str] | tuple[str, ...],
         merged = combine_vars(merged, data)
         origins.update({str(k): where for k in data})
     return merged
+
+
+# -- encodings -------------------------------------------------------------------------------
+
+#: Byte-order marks that start a file saved as UTF-16 or UTF-32 (little or big endian).
+_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_UTF8_BOM = "\ufeff"
+
+
+def check_text_file(path: Path) -> None:
+    """Refuse a file that is not plain UTF-8 text, as Ansible requires of inventories and vars
+    files: saved as UTF-16 (an editor's "Unicode"), or carrying a byte-order mark, which in the
+    middle of a file (two files joined) hides the key after it.
+
+    Raises:
+        ConfigError: naming the file, and the line of a byte-order mark.
+    """
+    data = path.read_bytes()
+    if data.startswith(_WIDE_BOMS):
+        raise ConfigError("saved as UTF-16 or UTF-32: inventories and vars files are UTF-8 "
+                          "text", shown(path))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise ConfigError(f"not UTF-8 text (byte 0x{data[error.start]:02x} at line {line}): "
+                          f"inventories and vars files are UTF-8", shown(path)) from None
+    if _UTF8_BOM in text:
+        line = text[:text.index(_UTF8_BOM)].count("\n") + 1
+        raise ConfigError(f"a byte-order mark (U+FEFF) at line {line} (two files joined?): "
+                          f"save it as UTF-8 without one", shown(path))
+
+
+def check_inventory_encodings(sources: list[str] | tuple[str, ...]) -> None:
+    """``check_text_file`` on every file Ansible would read for ``sources``: each source file
+    (not an executable script, whose output is what counts), the files of a source folder, and
+    the ``group_vars``/``host_vars`` beside a source file or inside a source folder. Files
+    Ansible skips in an inventory folder (hidden ones, its ignored extensions) are skipped.
+
+    Raises:
+        ConfigError: see ``check_text_file``.
+    """
+    from ansible import constants as C
+
+    ignored = tuple(C.INVENTORY_IGNORE_EXTS)
+
+    def files_under(folder: Path) -> list[Path]:
+        found = []
+        for path in sorted(folder.rglob("*")):
+            parts = path.relative_to(folder).parts
+            if any(part.startswith(".") for part in parts) or path.name.endswith(ignored):
+                continue
+            if path.is_file() and not os.access(path, os.X_OK):
+                found.append(path)
+        return found
+
+    for source in sources:
+        if "," in source:
+            continue
+        path = Path(source)
+        if path.is_dir():
+            files = files_under(path)
+        else:
+            files = [] if os.access(path, os.X_OK) else [path]
+            for name in ("group_vars", "host_vars"):
+                if (path.parent / name).is_dir():
+                    files += files_under(path.parent / name)
+        for file in files:
+            check_text_file(file)
 
 
 # -- where a value came from -----------------------------------------------------------------
@@ -368,6 +438,7 @@ def read_inventory(sources: list[str] | tuple[str, ...],
     for source in sources:
         if "," not in source and not Path(source).exists():
             raise ConfigError("no such inventory file or directory", shown(source))
+    check_inventory_encodings(sources)
     loader = DataLoader()
     extra_origins: dict[str, str] = {}
     extra = load_extra_vars(loader, extra_vars, extra_origins)
