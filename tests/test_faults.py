@@ -340,8 +340,38 @@ def test_interrupt_stops_everything_and_keeps_the_round(cluster, tmp_path, entry
         folder = scene.run_dir() / "sleep-pytorch-cpux2x1/round1" / node
         assert (folder / "sys_monitor.csv").is_file(), output[-5000:]
     summary = json.loads((scene.run_dir() / "summary.json").read_text())
-    assert summary["status"] == "failed"
+    assert summary["status"] == summary["cases"][0]["status"] == "interrupted"
     assert summary["cases"][0]["rounds"][0]["status"] == "interrupted"
+    marked = json.loads((scene.run_dir() / "interrupted.json").read_text())
+    assert marked["phase"].startswith("sleep-pytorch-cpux2x1"), marked
+    nothing_left(scene.run_dir().name)
+
+
+def test_an_interrupt_before_the_first_round_records_the_run_and_its_case_as_interrupted(
+        cluster, tmp_path):
+    """Ctrl-C once preflight wrote the plan (the end of preflight, or prepare), before any
+    round: no round ran, none failed."""
+    scene = Scene(cluster, tmp_path, {"duration": 0.5})
+    running = scene.wrapper(background=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(scene.results.glob("run*/plan.json")):
+            assert running.poll() is None and time.monotonic() < deadline, \
+                running.communicate()[0][-3000:]
+            time.sleep(0.1)
+        running.send_signal(signal.SIGINT)
+        output, _ = running.communicate(timeout=300)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert running.returncode == 130, output[-3000:]
+    marked = json.loads((scene.run_dir() / "interrupted.json").read_text())
+    assert marked["phase"] in ("preflight", "prepare"), marked
+    assert not list(scene.run_dir().glob("*/round*/round_start.json"))
+    summary = json.loads((scene.run_dir() / "summary.json").read_text())
+    (case,) = summary["cases"]
+    assert summary["status"] == case["status"] == "interrupted", output[-3000:]
+    assert case["rounds"] == [] and case["missing_rounds"] == [1]
     nothing_left(scene.run_dir().name)
 
 

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from flagperf_ansible.report import case_table, print_summary
 from flagperf_ansible.report import write_summary
+from flagperf_ansible.layout import mark_interrupted
 from flagperf_ansible.summary import build_summary
 from run_outputs import BASE, CASE, CPU_PROFILE, INFERENCE, make_run, make_suite_run
 
@@ -45,6 +46,29 @@ def test_a_crashed_round_is_not_forgiven(tmp_path):
 def test_fewer_than_five_rounds_need_all_converged(tmp_path):
     make_run(tmp_path, [10, 10, 10], converged=[True, False, True])
     assert build_summary(tmp_path)["status"] == "failed"
+
+
+def test_an_interrupted_run_calls_the_cases_it_cut_short_interrupted(tmp_path):
+    # Three rounds planned, two ran and passed, then Ctrl-C.
+    make_run(tmp_path, [10, 10, 10])
+    (tmp_path / CASE / "round3" / "round.json").unlink()
+    summary = build_summary(tmp_path)
+    assert summary["status"] == summary["cases"][0]["status"] == "failed"     # no mark: missing
+    mark_interrupted(tmp_path, "prepare")
+    mark_interrupted(tmp_path, "report")                   # the first mark stays
+    summary = build_summary(tmp_path)
+    case = summary["cases"][0]
+    assert summary["status"] == case["status"] == "interrupted" and case["missing_rounds"] == [3]
+    assert json.loads((tmp_path / "interrupted.json").read_text())["phase"] == "prepare"
+    print_summary(summary, Console(record=True, width=200))
+
+
+def test_a_case_that_failed_before_the_interrupt_stays_failed(tmp_path):
+    make_run(tmp_path, [10, 10, 10], rcs=[0, 1, 0])
+    (tmp_path / CASE / "round3" / "round.json").unlink()
+    mark_interrupted(tmp_path, f"{CASE} round 3/3")
+    summary = build_summary(tmp_path)
+    assert summary["cases"][0]["status"] == "failed" and summary["status"] == "interrupted"
 
 
 def test_statistics_of_every_numeric_figure(tmp_path):

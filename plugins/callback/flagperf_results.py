@@ -31,7 +31,7 @@ except ImportError:  # running from a checkout without `pip install`: src/ besid
 
 from ansible.plugins.callback import CallbackBase
 
-from flagperf_ansible.layout import mark_round_start, write_run
+from flagperf_ansible.layout import mark_interrupted, mark_round_start, write_run
 from flagperf_ansible.rounds import finalize_round
 from flagperf_ansible.report import write_summary
 
@@ -152,6 +152,8 @@ class CallbackModule(CallbackBase):
         error = "" if self._interrupted else (
             self._errors[-1] if self._errors
             else "ansible-playbook stopped mid-round without a word (see its output)")
+        if not error:
+            mark_interrupted(run_dir, in_flight["key"])
         if error:
             argv += ["-e", json.dumps({"cleanup_round_error": error[-2000:]})]
         # Ctrl-C again while cleaning up is the way to give up on it.

@@ -34,6 +34,7 @@ ROUND_FILE = "round.json"           # a round's parsed result (rounds.finalize_r
 ROUND_START = "round_start.json"    # written when a round begins: key, started_ms
 ROUND_RECORD = "round_record.json"  # what the playbook handed over: round.json's raw input
 ATTEMPTS = "attempts"               # earlier attempts of a round: attempts/<n>/
+INTERRUPTED = "interrupted.json"    # Ctrl-C or SIGTERM stopped the run: in which phase, when
 SUMMARY_JSON, SUMMARY_MD, SUMMARY_HTML = "summary.json", "summary.md", "summary.html"
 #: A node's folder in a round: ``<host>_noderank<i>`` (ours and FlagPerf's).
 NODE_DIR = re.compile(r"^(?P<host>.+)_noderank(?P<noderank>\d+)$")
@@ -175,3 +176,12 @@ def write_run(run_dir: Path, plan: dict[str, Any], extra: dict[str, Any],
     # hosts, also with mask_hosts: the playbooks reach them by those names).
     write_json(run_dir / PLAN_FILE, plan)
     return document
+
+
+def mark_interrupted(run_dir: Path, phase: str) -> None:
+    """Record in ``run_dir`` that Ctrl-C or SIGTERM stopped the run during ``phase``
+    (preflight, prepare, a round's key, report): the summary then calls the run, and each case
+    that did not finish, interrupted rather than failed. The first mark stays."""
+    path = run_dir / INTERRUPTED
+    if run_dir.is_dir() and not path.is_file():
+        write_json(path, {"phase": phase, "at_ms": int(time.time() * 1000)})

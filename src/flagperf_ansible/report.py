@@ -323,7 +323,7 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
 
     for case in summary["cases"]:
         header, rows = case_table(case)
-        style = "green" if case["status"] == "passed" else "red"
+        style = {"passed": "green", "interrupted": "yellow"}.get(case["status"], "red")
         table = Table(title=f"{case['case_id']}: [{style}]{case['status']}[/{style}]",
                       caption=profile_label(case.get("profile")) or None)
         for name in header:

@@ -35,8 +35,8 @@ from typing import Any, Iterator
 
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.inventory import read_inventory
-from flagperf_ansible.layout import PLAN_FILE, SUMMARY_JSON, keep_attempt, read_json, \
-    read_optional, round_status_of
+from flagperf_ansible.layout import PLAN_FILE, SUMMARY_JSON, keep_attempt, mark_interrupted, \
+    read_json, read_optional, round_status_of
 from flagperf_ansible.plan import build_plan
 from flagperf_ansible.provenance import COMMAND_ENV
 
@@ -253,6 +253,7 @@ class Wrapper:
         self.console = console
         self.retries = retries
         self.interrupted = False
+        self._interrupted_in = ""
         # A second interrupt: stop waiting for the step's own clean-up, kill it.
         self.given_up = False
         self._progress = None
@@ -385,6 +386,8 @@ class Wrapper:
         second interrupt, nor before preflight recorded the run."""
         if self.given_up or not (self.prepared.run_dir / "run.json").is_file():
             return
+        if self.interrupted:
+            mark_interrupted(self.prepared.run_dir, self._interrupted_in)
         self._label = "report"
         progress.update(self._task, description="report")
         step = self._run_step("report", "playbooks/report.yml", self.prepared.extravars)
@@ -421,12 +424,13 @@ class Wrapper:
                 self._report_failure(key, step)
 
     def _finish(self) -> dict[str, Any]:
-        """The run's summary as the report wrote it; a failed one where there is none (the run
-        stopped before preflight recorded it)."""
+        """The run's summary as the report wrote it; a failed (or interrupted) one where there
+        is none (the run stopped before preflight recorded it)."""
         summary = read_optional(self.prepared.run_dir / SUMMARY_JSON)
         if isinstance(summary, dict):
             return summary
-        return {"run_id": self.prepared.run_id, "status": "failed", "cases": []}
+        return {"run_id": self.prepared.run_id,
+                "status": "interrupted" if self.interrupted else "failed", "cases": []}
 
     def _interrupt(self, _signum, _frame) -> None:
         if self.interrupted:
@@ -434,6 +438,7 @@ class Wrapper:
             self.console.print("[yellow]interrupted again: giving up on cleaning up[/yellow]")
             return
         self.interrupted = True
+        self._interrupted_in = self._label
         self.console.print("[yellow]interrupted: stopping the current step "
                            "(again to give up on cleaning up)...[/yellow]")
         self._signal_step(signal.SIGTERM)

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from flagperf_ansible.datasheet import case_datasheet
 from flagperf_ansible.flagperf_import import figure_direction, import_flagperf, is_flagperf_layout
-from flagperf_ansible.layout import ROUND_FILE, RUN_FILE, read_json
+from flagperf_ansible.layout import INTERRUPTED, ROUND_FILE, RUN_FILE, read_json
 from flagperf_ansible.rounds import round_figures
 from flagperf_ansible.stats import OLYMPIC_MIN_N, case_passes, describe, numeric_fields
 from flagperf_ansible.suites import suite as suite_of
@@ -196,9 +196,13 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         same configuration with the rounds' ratios to them, or None), ``datasheet``
         (``datasheet.case_datasheet``: each compared base figure's mean over the vendor's
         datasheet) and ``sweep`` (``case_sweep``, or None). ``frameworks``:
-        ``framework_comparison``. The run's status is ``passed`` only when every case passed.
+        ``framework_comparison``. The run's status is ``passed`` only when every case passed,
+        else ``interrupted`` when Ctrl-C or SIGTERM stopped it (``layout.INTERRUPTED``) or a
+        case was interrupted, else ``failed``; a case's is ``interrupted`` by
+        ``_unfinished_status``.
     """
     run = read_json(run_dir / RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
+    run_interrupted = (run_dir / INTERRUPTED).is_file()
     planned = {c["case_id"]: c for c in run.get("cases", [])}
     if rounds is None:
         rounds = [read_json(p) for p in sorted(run_dir.glob(f"*/round*/{ROUND_FILE}"))]
@@ -207,6 +211,7 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         found.setdefault(document["case_id"], []).append(document)
     cases = []
     all_passed = bool(planned or found)
+    any_interrupted = False
     for case_id in list(planned) + [c for c in found if c not in planned]:
         case_rounds = sorted(found.get(case_id, []), key=lambda r: r["round"])
         plan = planned.get(case_id) or {}
@@ -217,6 +222,9 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         ran = sum(bool(r.get("ran_to_finish", r["status"] == "passed")) for r in case_rounds)
         case_passed = case_passes(repeat, ran, passed) and not missing
         all_passed &= case_passed
+        status = "passed" if case_passed else _unfinished_status(case_rounds, missing,
+                                                                 run_interrupted)
+        any_interrupted |= status == "interrupted"
         suite_name = plan.get("suite") or first.get("suite") or (
             "diagnostic" if plan.get("diagnostic") or first.get("diagnostic") else "training")
         contract = plan["contract"] if "contract" in plan else first.get("contract")
@@ -234,7 +242,7 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
             "metric": metric,
             "diagnostic": bool(plan.get("diagnostic", first.get("diagnostic", False)))
             or suite_name == "diagnostic",
-            "status": "passed" if case_passed else "failed",
+            "status": status,
             "passed": case_passed,
             "pass_rule": pass_rule(suite_name, repeat),
             "rounds_planned": repeat,
@@ -261,13 +269,27 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         })
     return {
         "run_id": run.get("run_id", run_dir.name),
-        "status": "passed" if all_passed else "failed",
+        "status": "passed" if all_passed else (
+            "interrupted" if run_interrupted or any_interrupted else "failed"),
         "vendor": run.get("vendor"),
         "source": "flagperf-ansible" if run else "flagperf",
         "provenance": run.get("provenance"),
         "cases": cases,
         "frameworks": framework_comparison(cases),
     }
+
+
+def _unfinished_status(case_rounds: list[dict[str, Any]], missing: list[int],
+                       run_interrupted: bool) -> str:
+    """A case that did not pass: ``interrupted`` when a round of it was, or when the run was
+    interrupted before all its rounds ran and none of those that ran failed; else
+    ``failed``."""
+    statuses = {r["status"] for r in case_rounds}
+    if "interrupted" in statuses:
+        return "interrupted"
+    if run_interrupted and missing and statuses <= {"passed"}:
+        return "interrupted"
+    return "failed"
 
 
 def framework_comparison(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
