@@ -116,8 +116,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume is not None and args.results_dir:
         raise ConfigError("takes the run folder's results folder; drop --results-dir",
                           "command line", "--resume")
+    # Everything validate refuses is refused here, before the run's folder exists.
     prepared = prepare(project_dir(), args.inventory, args.results_dir, args.case,
-                       resume=args.resume, extra_vars=args.extra_vars, limit=args.limit)
+                       resume=args.resume, check_data=True, extra_vars=args.extra_vars,
+                       limit=args.limit)
     console = _console()
     _print_warnings(prepared.plan)
     console.print(f"run {prepared.run_id}: {len(prepared.plan['rounds'])} round(s) -> "
