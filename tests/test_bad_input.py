@@ -37,6 +37,16 @@ SLEEP = {"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": 
 RESNET = {"model": "resnet50", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
           "nproc_per_node": 1, "data_dir": "data/digits"}
 INFERENCE = {**RESNET, "suite": "inference"}
+BASE_VENDOR = "vendors/cpu/base"
+BASE_PROFILE = ("profile: {{description: a sweep, reduced: [steps]}}\n"
+                "params: {{min_bytes: {low}, max_bytes: {high}, factor: 4, warmup: 1, "
+                "iterations: 2}}\n")
+
+
+def base(model: str) -> dict:
+    """A base case's spec on the cpu vendor, one process."""
+    return {"model": model, "framework": "pytorch", "suite": "base", "hardware": "cpu",
+            "nnodes": 1, "nproc_per_node": 1, "repeat": 1}
 VENDOR_CONFIG = "vendors/cpu/inference/resnet50-pytorch/vendor_config/cpu_configurations.yaml"
 #: The host play's task names (playbooks/preflight.yml and the roles it runs on the hosts).
 HOST_TASKS = ("Reach the benchmark hosts and check them",
@@ -276,6 +286,32 @@ CORPUS = [
         "vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml: momentum", "not a mutable key",
         vars=cases(RESNET),
         project={"vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml": "momentum: 0.5\n"}),
+    # -- base micro-benchmarks -----------------------------------------------------------------
+    Bad("base-vendor-negative-iterations",
+        f"{BASE_VENDOR}/computation-pytorch/config/cpux1x1.yaml: iterations",
+        "greater than 0", vars=cases(base("computation")),
+        project={f"{BASE_VENDOR}/computation-pytorch/config/cpux1x1.yaml": "iterations: -50\n"}),
+    Bad("base-vendor-unknown-precision",
+        f"{BASE_VENDOR}/computation-pytorch/config/cpux1x1.yaml: precisions[1]",
+        "should be 'fp64', 'fp32', 'tf32', 'fp16', 'bf16' or 'int8'",
+        vars=cases(base("computation")),
+        project={f"{BASE_VENDOR}/computation-pytorch/config/cpux1x1.yaml":
+                 "precisions: [fp32, fp8]\n"}),
+    Bad("base-profile-sweep-from-zero-bytes",
+        "benchmarks/base/interconnect-h2d/pytorch/config/cpu.yaml: min_bytes", "greater than 0",
+        vars=cases(base("interconnect-h2d")),
+        project={"benchmarks/base/interconnect-h2d/pytorch/config/cpu.yaml":
+                 BASE_PROFILE.format(low=0, high=16777216)}),
+    Bad("base-profile-sweep-upside-down",
+        "benchmarks/base/interconnect-h2d/pytorch/config/cpu.yaml: min_bytes",
+        "above max_bytes 4096", vars=cases(base("interconnect-h2d")),
+        project={"benchmarks/base/interconnect-h2d/pytorch/config/cpu.yaml":
+                 BASE_PROFILE.format(low=16777216, high=4096)}),
+    Bad("base-vendor-infinite-warmup",
+        f"{BASE_VENDOR}/main_memory-bandwidth-pytorch/config/cpux1x1.yaml: warmup",
+        "finite number", vars=cases(base("main_memory-bandwidth")),
+        project={f"{BASE_VENDOR}/main_memory-bandwidth-pytorch/config/cpux1x1.yaml":
+                 "warmup: .inf\n"}),
     # -- inference configuration (seed 004) ----------------------------------------------------
     Bad("inference-no-validation-without-an-onnx-file",
         f"{VENDOR_CONFIG}: no_validation", "needs exist_onnx_path", vars=cases(INFERENCE),

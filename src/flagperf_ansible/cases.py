@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from flagperf_ansible import inference_config
+from flagperf_ansible.base_config import check_base_params
 from flagperf_ansible.case_schema import CaseFile, ProfileConfig, StandardConfig, formula_keys
 from flagperf_ansible.casespec import CaseSpec
 from flagperf_ansible.errors import ConfigError, raise_first
@@ -266,7 +267,8 @@ def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) 
     spec's hardware, then the vendor's (for inference cases by seed 004's rules).
 
     Raises:
-        ConfigError: see ``profile_of``, ``vendor_overrides`` and ``inference_config``.
+        ConfigError: see ``profile_of``, ``vendor_overrides``, ``inference_config`` and, for a
+        base case, ``base_config.check_base_params``.
     """
     config = dict(case.standard.params)
     profile = profile_of(project, case, spec.hardware)
@@ -289,6 +291,13 @@ def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) 
     vendor_file = folder / "config" / f"{spec.hardware_config}.yaml"
     overrides = vendor_overrides(project, case, vendor_file, config) if vendor_file.is_file() else {}
     config.update(overrides)
+    if case.suite == "base":
+        config_dir = case.directory / "config"
+        origins = {key: _shown(config_dir / "standard.yaml", project) for key in config}
+        origins.update({key: _shown(config_dir / f"{spec.hardware}.yaml", project)
+                        for key in params})
+        origins.update({key: _shown(vendor_file, project) for key in overrides})
+        check_base_params(config, origins)
     return EffectiveConfig(config, overrides, label)
 
 
