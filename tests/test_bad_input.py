@@ -48,6 +48,7 @@ def base(model: str) -> dict:
     return {"model": model, "framework": "pytorch", "suite": "base", "hardware": "cpu",
             "nnodes": 1, "nproc_per_node": 1, "repeat": 1}
 VENDOR_CONFIG = "vendors/cpu/inference/resnet50-pytorch/vendor_config/cpu_configurations.yaml"
+INFERENCE_PROFILE = "benchmarks/inference/resnet50/pytorch/config/cpu.yaml"
 #: The host play's task names (playbooks/preflight.yml and the roles it runs on the hosts).
 HOST_TASKS = ("Reach the benchmark hosts and check them",
               "Trust each host's ssh key and authorize the controller",
@@ -322,6 +323,28 @@ CORPUS = [
     Bad("inference-vendor-repeats-a-value", f"{VENDOR_CONFIG}: batch_size",
         "equals the value it replaces", vars=cases(INFERENCE),
         project={VENDOR_CONFIG: "compiler: onnxruntime\nbatch_size: 60\n"}),
+    Bad("inference-vendor-compiler-it-has-no-engine-for", f"{VENDOR_CONFIG}: compiler",
+        "vendor cpu has no engine 'openvino'", vars=cases(INFERENCE),
+        project={VENDOR_CONFIG: "compiler: openvino\n"}),
+    Bad("inference-vendor-compiler-a-path-into-another-vendor", f"{VENDOR_CONFIG}: compiler",
+        "vendor cpu has no engine '../../nvidia/inference_engine/tensorrt'", vars=cases(INFERENCE),
+        project={VENDOR_CONFIG: "compiler: ../../nvidia/inference_engine/tensorrt\n"}),
+    Bad("inference-vendor-flops-not-finite", f"{VENDOR_CONFIG}: flops",
+        "not a positive number", vars=cases(INFERENCE),
+        project={VENDOR_CONFIG: "compiler: onnxruntime\nflops: 1.0e+999\n"}),
+    Bad("inference-vendor-new-key-not-finite", f"{VENDOR_CONFIG}: ort_threshold",
+        "not a finite number", vars=cases(INFERENCE),
+        project={VENDOR_CONFIG: "compiler: onnxruntime\nort_threshold: .nan\n"}),
+    # The case's own profile sets batch_size: its file is named, not the vendor's.
+    Bad("inference-profile-negative-batch-size", f"{INFERENCE_PROFILE}: batch_size",
+        "greater than 0", vars=cases(INFERENCE),
+        project={INFERENCE_PROFILE: (ROOT / INFERENCE_PROFILE).read_text().replace(
+            "batch_size: 60", "batch_size: -60")}),
+    # A local host: run checks the file on the controller, before any folder.
+    Bad("inference-exist_onnx_path-missing", f"{VENDOR_CONFIG}: exist_onnx_path",
+        "no such ONNX file", vars=cases({**INFERENCE, "data_dir": str(ROOT / "data/digits")}),
+        hosts=group({"hosts": {"localhost": {"ansible_connection": "local"}}}),
+        project={VENDOR_CONFIG: "compiler: onnxruntime\nexist_onnx_path: missing.onnx\n"}),
 ]
 
 

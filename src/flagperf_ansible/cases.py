@@ -283,8 +283,12 @@ def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) 
         origins.update({key: f"{config_dir}/{spec.hardware}.yaml" for key in params})
         path = inference_config.vendor_config_path(folder, vendor)
         config, record = inference_config.apply_vendor_config(path, project, vendor, config,
-                                                              parameters)
+                                                              parameters, origins)
         origins.update({key: record["file"] for key in (*record["changed"], *record["added"])})
+        default = f"{config_dir}/configurations.yaml"
+        inference_config.check_configurations(config, lambda key: origins.get(key, default))
+        inference_config.check_engine(config, project, vendor,
+                                      lambda key: origins.get(key, default))
         inference_config.check_switches(config, origins)
         overrides = {**{k: v["value"] for k, v in record["changed"].items()}, **record["added"]}
         return EffectiveConfig(config, overrides, label, record)

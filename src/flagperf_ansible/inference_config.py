@@ -25,6 +25,8 @@ the compile. A contradictory combination is an error before anything runs.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -90,7 +92,7 @@ def flops_value(value: Any, shown: str) -> float:
             number = evaluate_formula(str(value), {}) if isinstance(value, str) else None
         except ValueError:
             number = None
-    if number is None or number <= 0:
+    if number is None or number <= 0 or not math.isfinite(number):
         raise ConfigError(f"{value!r} is not a positive number or a product of numbers such as "
                           "2*512*0.33e9", shown, "flops")
     return number
@@ -128,14 +130,55 @@ def vendor_config_path(vendor_case_dir: Path, vendor: str) -> Path:
     return vendor_case_dir / "vendor_config" / f"{vendor}_configurations.yaml"
 
 
+def check_configurations(config: Mapping[str, Any], origin: Callable[[str], str]) -> None:
+    """The effective ``configurations.yaml`` keys against the seed's types and bounds.
+
+    Args:
+        config: the configuration (case, profile, vendor merged).
+        origin: the file that set a key, for the message.
+
+    Raises:
+        ConfigError: naming that file and the key.
+    """
+    with raise_first(origin):
+        Configurations.model_validate({k: config[k] for k in CONFIGURATION_KEYS})
+
+
+def check_engine(config: Mapping[str, Any], project: Path, vendor: str,
+                 origin: Callable[[str], str]) -> None:
+    """The ``compiler`` must name one of the vendor's engines
+    (``vendors/<vendor>/inference_engine/<compiler>.py``), by name, not by path; the vendor's
+    numbers must be finite.
+
+    Raises:
+        ConfigError: naming the file that set ``compiler`` (or the number) and the key.
+    """
+    for key, value in config.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{value!r} is not a finite number", origin(key), key)
+    compiler = config.get("compiler")
+    if compiler is None:
+        return
+    folder = project / "vendors" / vendor / "inference_engine"
+    known = sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_"))
+    if not isinstance(compiler, str) or compiler not in known:
+        have = f"it has {', '.join(known)}" if known else "it has none"
+        raise ConfigError(f"vendor {vendor} has no engine {compiler!r} "
+                          f"(vendors/{vendor}/inference_engine/<name>.py; {have})",
+                          origin("compiler"), "compiler")
+
+
 def apply_vendor_config(path: Path, project: Path, vendor: str, config: dict[str, Any],
-                        parameters: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+                        parameters: list[str], origins: Mapping[str, str] | None = None,
+                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Merge a vendor's configurations file into ``config`` by the seed's rules.
 
     Args:
         path: the vendor's file (``vendor_config_path``); absent: nothing changes.
         config: the case's configuration so far (standard, then its profile).
         parameters: the keys of ``parameters.yaml``, which no vendor sets.
+        origins: the file each key of ``config`` came from, for a bad value the vendor's
+            file does not set.
 
     Returns:
         ``(config, record)``: the merged configuration and ``{file, changed: {key: {default,
@@ -172,8 +215,8 @@ def apply_vendor_config(path: Path, project: Path, vendor: str, config: dict[str
             changed[key] = {"default": config[key], "value": value}
         merged[key] = value
     if set(data) & set(CONFIGURATION_KEYS):
-        with raise_first(shown, ""):
-            Configurations.model_validate({k: merged[k] for k in CONFIGURATION_KEYS})
+        check_configurations(merged, lambda key: shown if key in data or not origins
+                             else origins.get(key, shown))
     return merged, {"file": shown, "changed": changed, "added": added, "warnings": warnings}
 
 

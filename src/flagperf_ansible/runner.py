@@ -203,7 +203,8 @@ def prepare(project: Path, sources: list[str] | str | Path, results_dir: str | N
 def _check_local_data(plan: dict[str, Any], inv: Any, project: Path, root: str,
                       source: str) -> None:
     """On hosts reached with ``ansible_connection: local``, check each case's data folder in its
-    case's data format now (preflight checks the other hosts).
+    case's data format now, and an inference case's ``exist_onnx_path`` (preflight checks the
+    other hosts' data).
 
     Raises:
         ConfigError: the first problem of the first case whose data is wrong.
@@ -225,6 +226,28 @@ def _check_local_data(plan: dict[str, Any], inv: Any, project: Path, root: str,
             raise ConfigError(f"data_dir {path} is not {data_format} data: {problems[0]}{more}; "
                               f"`flagperf-ansible data check {data_format} {path}` lists all",
                               source, f"flagperf_cases[{index}].data_dir")
+        _check_local_onnx(plan, case["case_id"], path)
+
+
+def _check_local_onnx(plan: dict[str, Any], case_id: str, data_dir: Path) -> None:
+    """An inference case's ``exist_onnx_path`` (under its data folder unless absolute) must be
+    a file: the round loads it instead of exporting one. ``exist_compiler_path`` need not
+    exist (an engine writes it when it is missing).
+
+    Raises:
+        ConfigError: naming the file that set ``exist_onnx_path``.
+    """
+    first = next(r for r in plan["rounds"] if r["case_id"] == case_id)
+    value = (first.get("config") or {}).get("exist_onnx_path")
+    if not value or not isinstance(value, str):
+        return
+    path = Path(value) if Path(value).is_absolute() else data_dir / value
+    if not path.is_file():
+        record = first.get("vendor_config") or {}
+        set_by = record.get("file") if "exist_onnx_path" in {
+            *record.get("changed", {}), *record.get("added", {})} else None
+        raise ConfigError(f"{path}: no such ONNX file ({case_id} loads it instead of exporting)",
+                          set_by or f"the {case_id} case's configuration", "exist_onnx_path")
 
 
 @dataclass
