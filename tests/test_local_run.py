@@ -181,7 +181,7 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     done = subprocess.run(
         [sys.executable, "-m", "flagperf_ansible", "run", "-i", "inventories/local",
          "--results-dir", str(tmp_path)],
-        cwd=project, capture_output=True, text=True, env=venv_env, timeout=2400)
+        cwd=project, capture_output=True, text=True, env=venv_env, timeout=3600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
