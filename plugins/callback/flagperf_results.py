@@ -152,10 +152,10 @@ class CallbackModule(CallbackBase):
         error = "" if self._interrupted else (
             self._errors[-1] if self._errors
             else "ansible-playbook stopped mid-round without a word (see its output)")
-        if not error:
-            mark_interrupted(run_dir, in_flight["key"])
         if error:
             argv += ["-e", json.dumps({"cleanup_round_error": error[-2000:]})]
+        else:
+            mark_interrupted(run_dir, in_flight["key"])
         # Ctrl-C again while cleaning up is the way to give up on it.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -609,9 +609,10 @@ def _check_unique_endpoints(hosts: list[str], host_vars: Mapping[str, Mapping[st
         endpoint = (str(address).lower(), "" if port is None else str(port).strip())
         if endpoint in seen:
             variable = "ansible_host" if "ansible_host" in hvars else ""
-            shown = f"{address}:{port}" if port is not None else str(address)
+            key = f"{HOST_GROUP}.{host}.{variable}" if variable else f"{HOST_GROUP}.{host}"
+            reached = f"{address}:{port}" if port is not None else str(address)
             raise ConfigError(
                 f"the same address{' and port' if port is not None else ''} as host "
-                f"{seen[endpoint]} ({shown}): one machine listed twice",
-                where(host, variable), f"{HOST_GROUP}.{host}" + (f".{variable}" if variable else ""))
+                f"{seen[endpoint]} ({reached}): one machine listed twice",
+                where(host, variable), key)
         seen[endpoint] = host
