@@ -104,27 +104,35 @@ def check_inference_round(run_dir: Path, case: dict) -> None:
           f"e2e {finished['e2e_time']:.1f} s")
 
 
-def check_tensorflow_round(run_dir: Path) -> None:
-    """resnet50-tensorflow2's cpu round: Keras' ResNet-50 with a 10-class head, the PerfLog
-    events and FINISHED keys of the pytorch case, an update per 32 of the 1437 training images
-    and a top-1 over the 360 validation images at each epoch's end."""
-    node = run_dir / "resnet50-tensorflow2-cpux1x1/round1/localhost_noderank0"
+def framework_round(run_dir: Path, case_id: str) -> tuple[Path, list[dict], dict, dict]:
+    """A one-process cpu round of a framework beside PyTorch: its node folder, PerfLog events,
+    configuration and FINISHED value, once the checks every such round shares pass (the
+    pytorch case's event order, optimizer line and FINISHED keys, 32 images an update)."""
+    node = run_dir / f"{case_id}/round1/localhost_noderank0"
     log = parse_rank_log(node / "rank0.out.log").events
     names = [e["event"] for e in log]
     assert names[:5] == ["INIT_START", "CONVERT_MODEL", "CREATE_OPTIMIZER", "INIT_END",
                          "TRAIN_START"]
     assert names[-2:] == ["TRAIN_END", "FINISHED"]
-    assert next(e["value"] for e in log if e["event"] == "CONVERT_MODEL") == {
-        "model": "resnet50", "num_labels": 10, "parameters": 23_608_202, "replicas": 1}
-    profile = yaml.safe_load((node / "config.yaml").read_text())
+    config = yaml.safe_load((node / "config.yaml").read_text())
     assert next(e["value"] for e in log if e["event"] == "CREATE_OPTIMIZER") == {
-        "optimizer": "SGD", "learning_rate": profile["learning_rate"]}
+        "optimizer": "SGD", "learning_rate": config["learning_rate"]}
     finished = log[-1]["value"]
-    assert set(finished) == torch_finished_keys("acc1")
-    assert finished["world_size"] == 1 and finished["epochs"] <= profile["epochs"]
-    assert finished["global_steps"] == 1437 // 32 * finished["epochs"]
+    assert set(finished) == torch_finished_keys("acc1") and finished["world_size"] == 1
     assert finished["num_trained_samples"] == 32 * finished["global_steps"]
     assert 0 < finished["init_time"] < finished["e2e_time"]
+    return node, log, config, finished
+
+
+def check_tensorflow_round(run_dir: Path) -> None:
+    """resnet50-tensorflow2's cpu round: Keras' ResNet-50 with a 10-class head, an update per
+    32 of the 1437 training images and a top-1 over the 360 validation images at each epoch's
+    end."""
+    _, log, config, finished = framework_round(run_dir, "resnet50-tensorflow2-cpux1x1")
+    assert next(e["value"] for e in log if e["event"] == "CONVERT_MODEL") == {
+        "model": "resnet50", "num_labels": 10, "parameters": 23_608_202, "replicas": 1}
+    assert finished["epochs"] <= config["epochs"]
+    assert finished["global_steps"] == 1437 // 32 * finished["epochs"]
     evaluations = [e["value"]["acc1"] for e in log if e["event"] == "EVALUATE"]
     assert len(evaluations) == finished["epochs"] and evaluations[-1] == finished["final_acc1"]
     assert round(finished["final_acc1"] * 360 / 100, 6).is_integer()
@@ -133,31 +141,19 @@ def check_tensorflow_round(run_dir: Path) -> None:
 def check_mindspore_round(run_dir: Path) -> None:
     """resnet50-mindspore's cpu round under msrun: mindcv's ResNet-50 (torchvision's count less
     the 1000-class head's 990 extra rows) on the CPU, one trainer (msrun's scheduler runs the
-    entry too), the PerfLog events and FINISHED keys of the pytorch case, and the learning rate
-    after 10 of the 44 updates an epoch by the case's schedule."""
-    node = run_dir / "resnet50-mindspore-cpux1x1/round1/localhost_noderank0"
-    text = (node / "rank0.out.log").read_text()
-    log = parse_rank_log(node / "rank0.out.log").events
-    names = [e["event"] for e in log]
-    assert names[:5] == ["INIT_START", "CONVERT_MODEL", "CREATE_OPTIMIZER", "INIT_END",
-                         "TRAIN_START"]
-    assert names[-2:] == ["TRAIN_END", "FINISHED"] and names.count("INIT_START") == 1
+    entry too), and the learning rate after 10 of the 44 updates an epoch by the case's
+    schedule."""
+    node, log, config, _ = framework_round(run_dir, "resnet50-mindspore-cpux1x1")
+    assert [e["event"] for e in log].count("INIT_START") == 1
     convert = next(e["value"] for e in log if e["event"] == "CONVERT_MODEL")
     assert convert["parameters"] == 25_557_032 - 2049 * 990
     assert convert["num_labels"] == 10 and convert["device_target"] == "CPU"
-    profile = yaml.safe_load((node / "config.yaml").read_text())
-    assert next(e["value"] for e in log if e["event"] == "CREATE_OPTIMIZER") == {
-        "optimizer": "SGD", "learning_rate": profile["learning_rate"]}
     schedule = case_module("resnet50", "schedule", "mindspore")
     step = next(e["value"] for e in log if e["event"] == "STEP_END")
     assert step["global_steps"] == 10
-    assert step["learning_rate"] == pytest.approx(schedule.per_update(44, 88, profile)[10])
-    finished = log[-1]["value"]
-    assert set(finished) == torch_finished_keys("acc1") and finished["world_size"] == 1
-    assert finished["num_trained_samples"] == 32 * finished["global_steps"]
-    assert 0 < finished["init_time"] < finished["e2e_time"]
+    assert step["learning_rate"] == pytest.approx(schedule.per_update(44, 88, config)[10])
     # the exit skips the interpreter's teardown: no Cell.__del__ noise in the rank's log
-    assert "Exception ignored" not in text
+    assert "Exception ignored" not in (node / "rank0.out.log").read_text()
 
 
 SWEEPS = ("interconnect-h2d", "interconnect-d2h", "interconnect-P2P_intraserver",

@@ -28,7 +28,6 @@ from flagperf_ansible.errors import ConfigError
 
 HOST_GROUP = "flagperf_hosts"
 #: Where a setting left at its default is declared (the role's defaults follow from it).
-DEFAULTS_ORIGIN = "roles/flagperf/defaults/main.yml"
 EXTRA_VARS = "extra vars"
 CONNECTION_VARS = ("ansible_host", "ansible_port", "ansible_user")
 #: Host names and addresses: DNS names, IPv4 and IPv6 (a zone after '%'); never a leading '-'
@@ -425,7 +424,7 @@ def read_inventory(sources: list[str] | tuple[str, ...],
         plugin reads, a malformed vars file, no ``flagperf_hosts``, a limit that leaves none of
         them, an unsafe host name or connection variable, a bad setting.
     """
-    from flagperf_ansible.settings import check_settings, defaults
+    from flagperf_ansible.settings import DEFAULTS_FILE, check_settings, defaults
 
     _ansible_ready()
     from ansible.errors import AnsibleError
@@ -508,7 +507,7 @@ def read_inventory(sources: list[str] | tuple[str, ...],
     common = {k: v for k, v in first.items()
               if all(k in host_views[h] and host_views[h][k] == v for h in hosts[1:])}
     settings = {**defaults(), **own, **common}
-    setting_origins = {k: DEFAULTS_ORIGIN for k in defaults()}
+    setting_origins = {k: DEFAULTS_FILE for k in defaults()}
     setting_origins.update({k: origins.of(k, manager.localhost) for k in own})
     setting_origins.update({k: origins.of(k, members[0])
                             for k in common if k not in own or own[k] != common[k]})
