@@ -90,8 +90,9 @@ class Bad:
     hosts: Any = field(default_factory=lambda: hosts_tree("node1"))
     #: Further inventory files by path under the inventory folder (text, or bytes as they are).
     files: dict[str, str | bytes] = field(default_factory=dict)
-    #: Edits of a scratch copy of the project: path -> text, or None to delete.
-    project: dict[str, str | None] = field(default_factory=dict)
+    #: Edits of a scratch copy of the project: path -> text (or bytes as they are), or None to
+    #: delete.
+    project: dict[str, str | bytes | None] = field(default_factory=dict)
     #: ``run`` (with --results-dir) or ``validate``.
     command: str = "run"
     args: tuple[str, ...] = ()
@@ -283,6 +284,28 @@ CORPUS = [
     Bad("vendor-bad-yaml", "vendors/acme/vendor.yml: line ", "",
         vars={**cases(SLEEP), "flagperf_vendor": "acme"},
         project={"vendors/acme/vendor.yml": "name: [acme\n"}),
+    Bad("vendor-kit-saved-as-utf-16", "vendors/acme/vendor.yml", "saved as UTF-16",
+        vars={**cases(SLEEP), "flagperf_vendor": "acme"},
+        project={"vendors/acme/vendor.yml": ACME.encode("utf-16")}),
+    Bad("vendor-datasheet-peak-infinite", "vendors/acme/vendor.yml: datasheet.cpu.peak_flops.fp32",
+        "finite number", vars={**cases(SLEEP), "flagperf_vendor": "acme"},
+        project={"vendors/acme/vendor.yml": ACME + "datasheet:\n  cpu:\n    peak_flops:\n"
+                 "      source: a typo\n      fp32: .inf\n"}),
+    Bad("vendor-datasheet-unit-of-the-wrong-kind",
+        "vendors/acme/vendor.yml: datasheet.cpu.memory_bandwidth",
+        "is not a bandwidth", vars={**cases(SLEEP), "flagperf_vendor": "acme"},
+        project={"vendors/acme/vendor.yml": ACME + "datasheet:\n  cpu:\n    memory_bandwidth: "
+                 "{value: 40, unit: GB, source: a typo}\n"}),
+    Bad("vendor-override-in-latin-1",
+        "vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml", "not UTF-8 text (byte 0xe9 at line 1)",
+        vars=cases(RESNET),
+        project={"vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml":
+                 "# r\xe9glages\nlr: 0.2\n".encode("latin-1")}),
+    Bad("base-vendor-config-joined-with-a-byte-order-mark",
+        f"{BASE_VENDOR}/computation-pytorch/config/cpux1x1.yaml",
+        "a byte-order mark (U+FEFF) at line 2", vars=cases(base("computation")),
+        project={f"{BASE_VENDOR}/computation-pytorch/config/cpux1x1.yaml":
+                 "iterations: 3\n\ufeffwarmup: 1\n"}),
     Bad("vendor-override-of-an-immutable-key",
         "vendors/cpu/resnet50-pytorch/config/cpux1x1.yaml: momentum", "not a mutable key",
         vars=cases(RESNET),
@@ -368,7 +391,7 @@ def write_inventory(base: Path, bad: Bad) -> Path:
     return inventory
 
 
-def scratch_copy(base: Path, edits: dict[str, str | None]) -> Path:
+def scratch_copy(base: Path, edits: dict[str, str | bytes | None]) -> Path:
     """A copy of the parts of the checkout validation reads, with ``edits`` applied."""
     target = base / "project"
     for part in ("benchmarks", "vendors", "roles/flagperf"):
@@ -380,7 +403,10 @@ def scratch_copy(base: Path, edits: dict[str, str | None]) -> Path:
             path.unlink()
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            if isinstance(text, bytes):
+                path.write_bytes(text)
+            else:
+                path.write_text(text)
     return target
 
 

@@ -207,6 +207,40 @@ def test_preflight_check_verifies_a_declared_checkpoint(digits_dir, tmp_path):
     assert check(None) == (1, ["init.pt: no such checkpoint file"])
 
 
+def test_preflight_check_finds_a_missing_exist_onnx_path(digits_dir, tmp_path):
+    """An inference round's exist_onnx_path, from the plan through the requests filter to
+    layout_check.py as preflight pipes it to a (remote) host: a file under the data folder, or
+    absolute."""
+    import importlib.util
+    import json
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(digits_dir, data)
+    plugin = ROOT / "plugins/filter/flagperf_data.py"
+    spec = importlib.util.spec_from_file_location("flagperf_data_filters", plugin)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    script = ROOT / "src/flagperf_ansible/datasets/layout_check.py"
+
+    def check(onnx: str) -> tuple[int, list[str]]:
+        rounds = [{"case_id": "resnet50-pytorch-inference", "data_dir": str(data),
+                   "data_format": "imagenet", "config": {"exist_onnx_path": onnx}}] * 2
+        requests = module.flagperf_data_requests(rounds)
+        assert len(requests) == 1 and requests[0]["onnx"] == onnx
+        done = subprocess.run(["/usr/bin/python3", "-", json.dumps(requests)],
+                              input=script.read_text(), capture_output=True, text=True,
+                              timeout=60)
+        return done.returncode, json.loads(done.stdout)["results"][0]["problems"]
+
+    rc, problems = check("model.onnx")
+    assert rc == 1 and problems[0].startswith("model.onnx: no such ONNX file (exist_onnx_path")
+    (data / "model.onnx").write_bytes(b"onnx")
+    assert check("model.onnx") == (0, [])
+    assert check(str(data / "model.onnx")) == (0, [])
+    assert check(str(tmp_path / "elsewhere.onnx"))[0] == 1
+
+
 def test_a_checkpoint_is_pinned_or_says_why_not_and_a_profile_brings_its_own(scratch_project):
     sha = "ab" * 32
     for text, message in [

@@ -1,8 +1,9 @@
 """Faults on the loopback cluster (two sshd hosts, a real Docker engine), with the diagnostic
 case: a host unreachable at start and lost mid-run, a container failing on one host, the uid:gid
 the containers run as learned once (also when a run skips prepare), a hang past the timeout, a
-monitor that dies, SIGINT and SIGTERM to the wrapper and to ansible-playbook, --retries and
---resume. After each: no container, case process or monitor left on any host."""
+monitor that dies, SIGINT and SIGTERM to the wrapper and to ansible-playbook (in a round, before
+the first, between rounds), --retries and --resume. After each: no container, case process or
+monitor left on any host."""
 
 import json
 import os
@@ -372,6 +373,37 @@ def test_an_interrupt_before_the_first_round_records_the_run_and_its_case_as_int
     (case,) = summary["cases"]
     assert summary["status"] == case["status"] == "interrupted", output[-3000:]
     assert case["rounds"] == [] and case["missing_rounds"] == [1]
+    nothing_left(scene.run_dir().name)
+
+
+def test_an_interrupt_between_rounds_keeps_the_round_that_ran(cluster, tmp_path):
+    """Ctrl-C to ansible-playbook as soon as round 1 of 2 is recorded (torchrun in docker): no
+    round in flight to clean up, yet the run is marked and summarised; round 1 stays passed,
+    round 2 is interrupted (if it had begun) or missing, the case and the run interrupted."""
+    scene = Scene(cluster, tmp_path, {"duration": 0.5}, runtime="docker", launcher="torchrun")
+    scene.extra["flagperf_cases"][0]["repeat"] = 2
+    running = scene.playbook(background=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(scene.results.glob("run*/sleep-pytorch-cpux2x1/round1/round.json")):
+            assert running.poll() is None and time.monotonic() < deadline, \
+                running.communicate()[0][-3000:]
+            time.sleep(0.05)
+        running.send_signal(signal.SIGINT)
+        output, _ = running.communicate(timeout=300)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert running.returncode == 99, output[-3000:]
+    assert scene.round()["status"] == "passed"
+    marked = json.loads((scene.run_dir() / "interrupted.json").read_text())
+    assert marked["phase"] in ("between rounds", "sleep-pytorch-cpux2x1/round2"), marked
+    summary = json.loads((scene.run_dir() / "summary.json").read_text())
+    (case,) = summary["cases"]
+    assert summary["status"] == case["status"] == "interrupted", output[-3000:]
+    assert case["rounds"][0]["status"] == "passed"
+    assert case["missing_rounds"] == [2] or case["rounds"][1]["status"] == "interrupted"
+    assert (scene.run_dir() / "summary.html").is_file()
     nothing_left(scene.run_dir().name)
 
 

@@ -2,6 +2,7 @@
 real driver wrote, through finalize_round."""
 
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -69,6 +70,68 @@ def test_a_case_that_failed_before_the_interrupt_stays_failed(tmp_path):
     mark_interrupted(tmp_path, f"{CASE} round 3/3")
     summary = build_summary(tmp_path)
     assert summary["cases"][0]["status"] == "failed" and summary["status"] == "interrupted"
+
+
+def test_an_interrupted_report_changes_no_status(tmp_path):
+    # Every round ran (one failed); Ctrl-C came while the report was written.
+    make_run(tmp_path, [10, 10, 10], rcs=[0, 1, 0])
+    mark_interrupted(tmp_path, "report")
+    summary = build_summary(tmp_path)
+    assert summary["cases"][0]["status"] == summary["status"] == "failed"
+
+
+def results_callback():
+    """The results callback plugin's class, loaded as Ansible loads it (by file)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "plugins/callback/flagperf_results.py"
+    spec = importlib.util.spec_from_file_location("flagperf_results_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_interrupt_while_the_html_is_drawn_keeps_json_and_md(tmp_path, monkeypatch):
+    make_run(tmp_path, [10, 10])
+    (tmp_path / "summary.html").write_text("an earlier report's")
+    module = results_callback()
+
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(module, "summary_html", interrupted)
+    callback = module.CallbackModule()
+    callback._phase = "report"
+    with pytest.raises(KeyboardInterrupt):
+        callback._write_summary(tmp_path)
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "passed"
+    assert (tmp_path / "summary.md").is_file() and not (tmp_path / "summary.html").exists()
+    assert json.loads((tmp_path / "interrupted.json").read_text())["phase"] == "report"
+    # At exit: nothing written again (the json and md are there).
+    (tmp_path / "summary.md").unlink()
+    callback._at_exit()
+    assert not (tmp_path / "summary.md").exists()
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_an_interrupt_between_rounds_marks_the_run_and_writes_the_summary(tmp_path, monkeypatch,
+                                                                          wrapped):
+    make_run(tmp_path, [10, 10, 10])
+    (tmp_path / CASE / "round3" / "round.json").unlink()
+    module = results_callback()
+    if wrapped:
+        monkeypatch.setenv(module.REPORT_STEP_FOLLOWS_ENV, "1")
+    else:
+        monkeypatch.delenv(module.REPORT_STEP_FOLLOWS_ENV, raising=False)
+    callback = module.CallbackModule()
+    callback._run_dir, callback._phase, callback._interrupted = tmp_path, "rounds", True
+    callback._at_exit()
+    assert json.loads((tmp_path / "interrupted.json").read_text())["phase"] == "between rounds"
+    if wrapped:     # the wrapper's report step writes it
+        assert not (tmp_path / "summary.json").exists()
+    else:
+        summary = json.loads((tmp_path / "summary.json").read_text())
+        assert summary["status"] == summary["cases"][0]["status"] == "interrupted"
+        assert (tmp_path / "summary.html").is_file()
 
 
 def test_statistics_of_every_numeric_figure(tmp_path):

@@ -12,13 +12,18 @@ with the same inventory and extra vars: it stops the round's containers, process
 on every host, fetches what they wrote, records the round and rebuilds the summary. The round
 is ``interrupted`` only after Ctrl-C or SIGTERM; when Ansible stopped for another reason (an
 error of its own, a task that failed outside a round's rescue) it is ``failed``, with the
-error that stopped it as its reason.
+error that stopped it as its reason. An interrupt with no round in flight (preflight once the
+run is recorded, prepare, between rounds, the report) marks the run interrupted in that phase
+and writes the summary of what ran; under the wrapper, whose report step follows, only the
+mark. An interrupt while the report writes summary.html keeps summary.json and summary.md
+(written first) and leaves the HTML to ``flagperf-ansible summarize``.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -31,9 +36,10 @@ except ImportError:  # running from a checkout without `pip install`: src/ besid
 
 from ansible.plugins.callback import CallbackBase
 
-from flagperf_ansible.layout import mark_interrupted, mark_round_start, write_run
+from flagperf_ansible.layout import REPORT_STEP_FOLLOWS_ENV, RUN_FILE, SUMMARY_HTML, \
+    mark_interrupted, mark_round_start, write_run, write_text
 from flagperf_ansible.rounds import finalize_round
-from flagperf_ansible.report import write_summary
+from flagperf_ansible.report import summary_html, write_summary
 
 DOCUMENTATION = """
 name: flagperf_results
@@ -58,6 +64,11 @@ class CallbackModule(CallbackBase):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._in_flight: dict | None = None
+        # The run being written, and the phase (the play's playbook: preflight, prepare,
+        # rounds, report) an interrupt would stop.
+        self._run_dir: Path | None = None
+        self._phase = ""
+        self._summary_written = False
         self._cleanup_armed = False
         self._interrupted = False
         # What went wrong while a round was in flight: a failed task, or Ansible's own error.
@@ -92,7 +103,16 @@ class CallbackModule(CallbackBase):
             return error(msg, *args, **kwargs)
 
         self._display.error = keep_error
-        atexit.register(self._clean_up_in_flight)
+        atexit.register(self._at_exit)
+
+    def v2_playbook_on_play_start(self, play):
+        path = str(play.get_path() or "").rsplit(":", 1)[0]
+        self._phase = Path(path).stem
+        # The wrapper names the run in every step (site.yml's preflight hands it over below).
+        extra = getattr(getattr(play, "_variable_manager", None), "extra_vars", None) or {}
+        if extra.get("flagperf_results_dir") and extra.get("flagperf_run_id"):
+            self._run_dir = Path(str(extra["flagperf_results_dir"]),
+                                 str(extra["flagperf_run_id"]))
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if self._in_flight is not None and not ignore_errors:
@@ -112,11 +132,13 @@ class CallbackModule(CallbackBase):
         try:
             if "flagperf_run" in data:
                 record = data["flagperf_run"]
+                self._run_dir = Path(record["run_dir"])
                 write_run(Path(record["run_dir"]), record["plan"], record.get("extra", {}),
                                   PROJECT)
             if "flagperf_round_start" in data:
                 record = data["flagperf_round_start"]
-                mark_round_start(Path(record["run_dir"]), str(record["key"]))
+                self._run_dir = Path(record["run_dir"])
+                mark_round_start(self._run_dir, str(record["key"]))
                 self._errors = []
                 self._in_flight = {"run_dir": str(record["run_dir"]), "key": str(record["key"])}
             if "flagperf_round" in data:
@@ -126,15 +148,39 @@ class CallbackModule(CallbackBase):
                     f"flagperf: {document['case_id']} round {document['round']}: "
                     f"{document['status']} {document['reason']}".rstrip())
             if "flagperf_report" in data:
-                self._write_summary(Path(data["flagperf_report"]["run_dir"]))
+                self._run_dir = Path(data["flagperf_report"]["run_dir"])
+                self._write_summary(self._run_dir)
         except (OSError, ValueError, KeyError) as err:
             # Never lose the run over a results-writing problem: say it, keep going.
             self._display.warning(f"flagperf_results: could not write results: {err}")
 
+    def _at_exit(self):
+        if self._in_flight is not None:
+            self._clean_up_in_flight()
+        elif self._interrupted:
+            self._record_interrupt()
+
+    def _record_interrupt(self):
+        """After an interrupt with no round in flight, once the run is recorded: the mark, and
+        the summary of what ran (in the report phase json and md only, as its HTML is the slow
+        part; under the wrapper, whose report step follows, none outside that phase)."""
+        run_dir = self._run_dir
+        if run_dir is None or not (run_dir / RUN_FILE).is_file() or self._phase == "cleanup":
+            return
+        report = self._phase == "report"
+        mark_interrupted(run_dir, "between rounds" if self._phase == "rounds" else self._phase)
+        if (self._summary_written if report else os.environ.get(REPORT_STEP_FOLLOWS_ENV)):
+            return
+        # Ctrl-C again while the summary is written is the way to give up on it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            self._write_summary(run_dir, html=not report)
+        except KeyboardInterrupt:
+            return
+
     def _clean_up_in_flight(self):
         """At exit with a round in flight (interrupt, or Ansible stopped mid-round)."""
-        if self._in_flight is None:
-            return
         from ansible import context
 
         in_flight, self._in_flight = self._in_flight, None
@@ -174,7 +220,24 @@ class CallbackModule(CallbackBase):
                             "interrupted": not error, "error": error, "hosts": []})
             self._write_summary(run_dir)
 
-    def _write_summary(self, run_dir: Path) -> None:
-        """summary.json, .md and .html of the run: this callback is their one writer."""
-        summary = write_summary(run_dir)
+    def _write_summary(self, run_dir: Path, html: bool = True) -> None:
+        """summary.json, .md and (``html``) .html of the run: this callback is their one writer.
+        The HTML comes last (its plots take the time): an interrupt while it is drawn keeps the
+        other two, marks the run interrupted in its report and goes on to Ansible."""
+        summary = write_summary(run_dir, html=False)
+        self._summary_written = True
         self._display.display(f"flagperf: run {summary['run_id']}: {summary['status']}")
+        if not html:
+            (run_dir / SUMMARY_HTML).unlink(missing_ok=True)     # it would say something else
+            self._display.display(f"flagperf: summary.html not written: flagperf-ansible "
+                                  f"summarize {run_dir}")
+            return
+        try:
+            write_text(run_dir / SUMMARY_HTML, summary_html(run_dir, summary))
+        except KeyboardInterrupt:
+            self._interrupted = True
+            mark_interrupted(run_dir, "report")
+            (run_dir / SUMMARY_HTML).unlink(missing_ok=True)
+            self._display.display(f"flagperf: summary.html not written (interrupted): "
+                                  f"flagperf-ansible summarize {run_dir}")
+            raise

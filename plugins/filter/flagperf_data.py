@@ -9,9 +9,10 @@ short_description: the layout_check.py requests of a host's rounds
 
 
 def flagperf_data_requests(rounds):
-    """``[{"format", "path", "case_id"[, "checkpoint"]}]`` for the plan's rounds that read a data folder
-    (``data_dir`` and ``data_format`` set), one per case: what
-    ``src/flagperf_ansible/datasets/layout_check.py`` takes as its JSON argument."""
+    """``[{"format", "path", "case_id"[, "checkpoint"][, "onnx"]}]`` for the plan's rounds that
+    read a data folder (``data_dir`` and ``data_format`` set), one per case: what
+    ``src/flagperf_ansible/datasets/layout_check.py`` takes as its JSON argument. ``onnx`` is an
+    inference case's ``exist_onnx_path`` (the file the round loads instead of exporting one)."""
     seen, requests = set(), []
     for round_ in rounds:
         if not round_.get("data_dir") or not round_.get("data_format"):
@@ -21,6 +22,9 @@ def flagperf_data_requests(rounds):
         if round_.get("checkpoint"):
             request["checkpoint"] = {"path": str(round_["checkpoint"]["path"]),
                                      "sha256": round_["checkpoint"].get("sha256")}
+        onnx = (round_.get("config") or {}).get("exist_onnx_path")
+        if onnx and isinstance(onnx, str):
+            request["onnx"] = onnx
         if (request["format"], request["path"], request["case_id"]) not in seen:
             seen.add((request["format"], request["path"], request["case_id"]))
             requests.append(request)

@@ -45,7 +45,7 @@ ENTRIES = {"memory_bandwidth": "rate", "memory_size": "size", "host_link_bandwid
 PEAK = "peak_flops"
 
 
-Number = Annotated[float, BeforeValidator(not_bool), Field(gt=0)]
+Number = Annotated[float, BeforeValidator(not_bool), Field(gt=0, allow_inf_nan=False)]
 
 
 def entry_dimension(name: str) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.yamlio import utf8_text
 
 HOST_GROUP = "flagperf_hosts"
 #: Where a setting left at its default is declared (the role's defaults follow from it).
@@ -226,33 +227,13 @@ def load_extra_vars(loader: Any, extra_vars: list[str] | tuple[str, ...],
 
 # -- encodings -------------------------------------------------------------------------------
 
-#: Byte-order marks that start a file saved as UTF-16 or UTF-32 (little or big endian).
-_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff")
-_UTF8_BOM = "\ufeff"
-
-
 def check_text_file(path: Path) -> None:
-    """Refuse a file that is not plain UTF-8 text, as Ansible requires of inventories and vars
-    files: saved as UTF-16 (an editor's "Unicode"), or carrying a byte-order mark, which in the
-    middle of a file (two files joined) hides the key after it.
+    """Refuse a file that is not plain UTF-8 text (``yamlio.utf8_text``).
 
     Raises:
-        ConfigError: naming the file, and the line of a byte-order mark.
+        ConfigError: naming the file, and the line of a stray byte or byte-order mark.
     """
-    data = path.read_bytes()
-    if data.startswith(_WIDE_BOMS):
-        raise ConfigError("saved as UTF-16 or UTF-32: inventories and vars files are UTF-8 "
-                          "text", shown(path))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
-        raise ConfigError(f"not UTF-8 text (byte 0x{data[error.start]:02x} at line {line}): "
-                          f"inventories and vars files are UTF-8", shown(path)) from None
-    if _UTF8_BOM in text:
-        line = text[:text.index(_UTF8_BOM)].count("\n") + 1
-        raise ConfigError(f"a byte-order mark (U+FEFF) at line {line} (two files joined?): "
-                          f"save it as UTF-8 without one", shown(path))
+    utf8_text(path.read_bytes(), shown(path))
 
 
 def check_inventory_encodings(sources: list[str] | tuple[str, ...]) -> None:

@@ -35,6 +35,9 @@ ROUND_START = "round_start.json"    # written when a round begins: key, started_
 ROUND_RECORD = "round_record.json"  # what the playbook handed over: round.json's raw input
 ATTEMPTS = "attempts"               # earlier attempts of a round: attempts/<n>/
 INTERRUPTED = "interrupted.json"    # Ctrl-C or SIGTERM stopped the run: in which phase, when
+#: Set by the wrapper for its steps: after an interrupt its report step writes the summary, so
+#: the results callback of an earlier step only marks the run interrupted.
+REPORT_STEP_FOLLOWS_ENV = "FLAGPERF_REPORT_STEP_FOLLOWS"
 SUMMARY_JSON, SUMMARY_MD, SUMMARY_HTML = "summary.json", "summary.md", "summary.html"
 #: A node's folder in a round: ``<host>_noderank<i>`` (ours and FlagPerf's).
 NODE_DIR = re.compile(r"^(?P<host>.+)_noderank(?P<noderank>\d+)$")
@@ -180,8 +183,9 @@ def write_run(run_dir: Path, plan: dict[str, Any], extra: dict[str, Any],
 
 def mark_interrupted(run_dir: Path, phase: str) -> None:
     """Record in ``run_dir`` that Ctrl-C or SIGTERM stopped the run during ``phase``
-    (preflight, prepare, a round's key, report): the summary then calls the run, and each case
-    that did not finish, interrupted rather than failed. The first mark stays."""
+    (preflight, prepare, a round's key, between rounds, report): the summary then calls the
+    run, and each case that did not finish, interrupted rather than failed. The first mark
+    stays."""
     path = run_dir / INTERRUPTED
     if run_dir.is_dir() and not path.is_file():
         write_json(path, {"phase": phase, "at_ms": int(time.time() * 1000)})

@@ -35,8 +35,8 @@ from typing import Any, Iterator
 
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.inventory import read_inventory
-from flagperf_ansible.layout import PLAN_FILE, SUMMARY_JSON, keep_attempt, mark_interrupted, \
-    read_json, read_optional, round_status_of
+from flagperf_ansible.layout import PLAN_FILE, REPORT_STEP_FOLLOWS_ENV, SUMMARY_JSON, \
+    keep_attempt, mark_interrupted, read_json, read_optional, round_status_of
 from flagperf_ansible.plan import build_plan
 from flagperf_ansible.provenance import COMMAND_ENV
 
@@ -314,6 +314,7 @@ class Wrapper:
             "ANSIBLE_NOCOLOR": "1",
             # run.json records the user's command, not ansible-runner's ansible-playbook line.
             COMMAND_ENV: "flagperf-ansible " + shlex.join(sys.argv[1:]),
+            REPORT_STEP_FOLLOWS_ENV: "1",
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         }
         with tempfile.TemporaryDirectory(prefix="flagperf-runner-") as private:
@@ -414,7 +415,7 @@ class Wrapper:
         self._label = "report"
         progress.update(self._task, description="report")
         step = self._run_step("report", "playbooks/report.yml", self.prepared.extravars)
-        if step.status != "successful":
+        if step.status != "successful" and not self.interrupted:
             self._report_failure("report", step)
         progress.update(self._task, description="done")
 

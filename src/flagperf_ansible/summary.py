@@ -197,9 +197,9 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         (``datasheet.case_datasheet``: each compared base figure's mean over the vendor's
         datasheet) and ``sweep`` (``case_sweep``, or None). ``frameworks``:
         ``framework_comparison``. The run's status is ``passed`` only when every case passed,
-        else ``interrupted`` when Ctrl-C or SIGTERM stopped it (``layout.INTERRUPTED``) or a
-        case was interrupted, else ``failed``; a case's is ``interrupted`` by
-        ``_unfinished_status``.
+        else ``interrupted`` when a case was interrupted or Ctrl-C or SIGTERM stopped the run
+        (``layout.INTERRUPTED``) before all its rounds ran (an interrupted report changes no
+        status), else ``failed``; a case's is ``interrupted`` by ``_unfinished_status``.
     """
     run = read_json(run_dir / RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
     run_interrupted = (run_dir / INTERRUPTED).is_file()
@@ -211,13 +211,14 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         found.setdefault(document["case_id"], []).append(document)
     cases = []
     all_passed = bool(planned or found)
-    any_interrupted = False
+    any_interrupted = any_missing = False
     for case_id in list(planned) + [c for c in found if c not in planned]:
         case_rounds = sorted(found.get(case_id, []), key=lambda r: r["round"])
         plan = planned.get(case_id) or {}
         first = case_rounds[0] if case_rounds else {}
         repeat = (plan.get("spec") or {}).get("repeat", len(case_rounds))
         missing = sorted(set(range(1, repeat + 1)) - {r["round"] for r in case_rounds})
+        any_missing |= bool(missing)
         passed = sum(_round_passed(r) for r in case_rounds)
         ran = sum(bool(r.get("ran_to_finish", r["status"] == "passed")) for r in case_rounds)
         case_passed = case_passes(repeat, ran, passed) and not missing
@@ -270,7 +271,7 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
     return {
         "run_id": run.get("run_id", run_dir.name),
         "status": "passed" if all_passed else (
-            "interrupted" if run_interrupted or any_interrupted else "failed"),
+            "interrupted" if any_interrupted or (run_interrupted and any_missing) else "failed"),
         "vendor": run.get("vendor"),
         "source": "flagperf-ansible" if run else "flagperf",
         "provenance": run.get("provenance"),

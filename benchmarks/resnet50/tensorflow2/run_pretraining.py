@@ -34,6 +34,10 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ info lines off
+# TensorFlow turns its oneDNN kernels on by itself only on x86 CPUs with AVX-512 VNNI/BF16 or
+# AMX; without (AVX2 only, e.g. AMD EPYC Zen 3) its Eigen kernels trained this ResNet-50 at
+# 32x32 5.6 times slower (15 against 84 img/s). A value set by the user wins.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -18,8 +18,10 @@ As a script::
     layout_check.py '[{"format": F, "path": P, ...}, ...]'
         one JSON document on stdout: {"results": [{"format", "path", "problems", ...}]}
         (other keys of each request, e.g. case_id, are echoed back; a request's
-        "checkpoint": {"path", "sha256"} also checks that file under PATH); exit 0 when no result has
-        problems, 1 when one has, 2 on bad arguments (then {"error": ...}).
+        "checkpoint": {"path", "sha256"} also checks that file under PATH, and its "onnx"
+        that an inference case's exist_onnx_path is a file, under PATH unless absolute);
+        exit 0 when no result has problems, 1 when one has, 2 on bad arguments (then
+        {"error": ...}).
 """
 
 import codecs
@@ -1426,6 +1428,11 @@ def main(argv):
             pinned = point.get("sha256")
             result["problems"] = checkpoint_problems(request["path"], str(point.get("path")),
                                                      None if pinned is None else str(pinned))
+        onnx = request.get("onnx")
+        if isinstance(onnx, str) and not result["problems"] and not os.path.isfile(
+                os.path.join(request["path"], onnx)):
+            result["problems"] = ["%s: no such ONNX file (exist_onnx_path: the round loads it "
+                                  "instead of exporting one)" % onnx]
         results.append(result)
     if as_json:
         print(json.dumps({"results": results}))
