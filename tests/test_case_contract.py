@@ -157,6 +157,10 @@ def test_cases_command_lists_every_case_with_its_suite(scratch_project):
     assert ["inference", "resnet50:pytorch:inference"] in lines
     assert ["training", "resnet50:pytorch"] in lines
     assert ["diagnostic", "sleep:pytorch"] in lines
+    # The last line says how to run one, with an example the parser takes.
+    example = done.stdout.splitlines()[-1].split("--case ")[-1]
+    from flagperf_ansible.casespec import parse_case_spec
+    assert parse_case_spec(example).case_id == "resnet50-pytorch-inference-cpux1x1"
 
 
 def test_validate_checks_the_data_folder_on_a_local_inventory(scratch_project, tmp_path):

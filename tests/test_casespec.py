@@ -14,6 +14,16 @@ def test_flagperf_key_and_mapping_give_the_same_spec():
     assert from_key.hardware_config == "A100x2x8"
 
 
+def test_the_suite_form_that_cases_lists_and_a_data_dir_after_the_key():
+    spec = parse_case_spec("resnet50:pytorch:inference:cpu:1:1:2=data/digits")
+    assert (spec.suite, spec.hardware, spec.repeat, spec.data_dir) == (
+        "inference", "cpu", 2, "data/digits")
+    assert spec.case_id == "resnet50-pytorch-inference-cpux1x1"
+    assert parse_case_spec("computation:pytorch:base:cpu:1:1:1").suite == "base"
+    assert parse_case_spec("resnet50:pytorch:training:cpu:1:1:1=d") == parse_case_spec(
+        {"resnet50:pytorch:cpu:1:1:1": "d"})
+
+
 def test_bare_key_has_no_data_dir_and_default_timeout():
     spec = parse_case_spec("sleep:pytorch:cpu:1:1:2")
     assert (spec.model, spec.nnodes, spec.nproc_per_node, spec.repeat) == ("sleep", 1, 1, 2)
@@ -21,8 +31,8 @@ def test_bare_key_has_no_data_dir_and_default_timeout():
 
 
 @pytest.mark.parametrize("key, fragment", [
-    ("resnet50:pytorch:A100:1:8", "6 fields"),
-    ("resnet50:pytorch:A100:1:8:1:9", "6 fields"),
+    ("resnet50:pytorch:A100:1:8", "is not 'model:framework"),
+    ("resnet50:pytorch:A100:1:8:1:9", "suite one of training, inference, base"),
     ("resnet50:pytorch:A100:one:8:1", "nnodes 'one' is not an integer"),
 ])
 def test_malformed_keys(key, fragment):

@@ -12,6 +12,7 @@ from scipy import stats as scipy_stats
 from flagperf_ansible.compare import compare_runs
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.flagperf_import import figure_direction
+from flagperf_ansible.summary import build_summary
 from run_outputs import CPU_PROFILE, FLAGPERF_CASE, INFERENCE, flagperf_log, make_run, \
     make_suite_run
 
@@ -69,11 +70,54 @@ def test_noise_is_not_significant(tmp_path):
     assert rows["p_whole"]["p_value"] > 0.05
 
 
-def test_one_round_is_too_few_to_judge(tmp_path):
+def test_one_round_gets_the_tolerance_verdict_unconfirmed(tmp_path, project):
     make_run(tmp_path / "a", [10.0])
-    make_run(tmp_path / "b", [20.0])
-    rows = {r["figure"]: r for r in compare_runs(tmp_path / "a", tmp_path / "b")["rows"]}
-    assert rows["p_whole"]["verdict"] == "too few rounds" and rows["p_whole"]["p_value"] is None
+    make_run(tmp_path / "b", [20.0])                            # half the throughput
+    make_run(tmp_path / "c", [10.2])                            # 2 % less
+    result = compare_runs(tmp_path / "a", tmp_path / "b")
+    rows = {r["figure"]: r for r in result["rows"]}
+    assert rows["p_whole"]["p_value"] is None and rows["p_whole"]["confirmed"] is False
+    assert rows["p_whole"]["verdict"] == "regression"
+    assert result["regressions"] == 0 and result["unconfirmed_regressions"] >= 1
+    rows = {r["figure"]: r for r in compare_runs(tmp_path / "a", tmp_path / "c")["rows"]}
+    assert rows["p_whole"]["verdict"] == "within tolerance"
+    done = run("compare", tmp_path / "a", tmp_path / "b", "--markdown", tmp_path / "c.md",
+               "--html", tmp_path / "c.html", cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr      # unconfirmed: no failure
+    assert "regression (unconfirmed)" in done.stdout
+    assert "0 regression(s) beyond 5 %" in done.stdout and "more unconfirmed" in done.stdout
+    markdown = (tmp_path / "c.md").read_text()
+    assert "| p_whole |" in markdown and "regression (unconfirmed)" in markdown
+    assert "regression (unconfirmed)" in (tmp_path / "c.html").read_text()
+
+
+def test_the_answer_counts_figures_and_lists_cases_only_one_run_has(tmp_path, project):
+    make_run(tmp_path / "a", BASE)
+    make_run(tmp_path / "b2", BASE)
+    # A third run with the case and one more, as its summary.json says.
+    summary = build_summary(tmp_path / "a")
+    other = {**summary["cases"][0], "case_id": "other-pytorch-cpux1x1"}
+    (tmp_path / "b3").mkdir()
+    (tmp_path / "b3" / "summary.json").write_text(
+        json.dumps({**summary, "cases": summary["cases"] + [other]}))
+    result = compare_runs(tmp_path / "a", tmp_path / "b3")
+    assert result["only_in_a"] == [] and result["only_in_b"] == ["other-pytorch-cpux1x1"]
+    assert compare_runs(tmp_path / "b3", tmp_path / "a")["only_in_a"] == ["other-pytorch-cpux1x1"]
+    done = run("compare", tmp_path / "a", tmp_path / "b3", "--json", tmp_path / "c.json",
+               cwd=project)
+    assert "only in B (1): other-pytorch-cpux1x1" in done.stdout, done.stdout
+    assert json.loads((tmp_path / "c.json").read_text())["only_in_b"] == ["other-pytorch-cpux1x1"]
+
+    result = compare_runs(tmp_path / "a", tmp_path / "b2")
+    assert result["only_in_a"] == result["only_in_b"] == []
+    assert result["judged"] == sum(r["direction"] != 0 for r in result["rows"]) > 0
+    assert result["not_judged"] >= 1                            # target_acc1
+    assert result["counts"].get("not significant", 0) == result["judged"]
+    done = run("compare", tmp_path / "a", tmp_path / "b2", cwd=project)
+    # Nothing changed: no table of rows, the counts say what was judged.
+    assert done.returncode == 0 and ": 100 -> " not in done.stdout, done.stdout
+    assert f"{result['judged']} figure(s) judged: {result['judged']} not significant" \
+        in done.stdout
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, project):

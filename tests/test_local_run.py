@@ -5,6 +5,7 @@ against onnxruntime on the exported model), one round each on its cpu profile, l
 through the wrapper: one run, one prepare, every base figure reported, every case of the
 catalog converging for real, every inference engine within its accuracy bound. (Two hosts train for real in tests/test_cluster_guide.py.)"""
 
+import io
 import json
 import subprocess
 import sys
@@ -178,6 +179,26 @@ def check_base_case(run_dir: Path, case: dict) -> None:
         if isinstance(finished.get(k), (int, float))))
 
 
+def check_console_widths(summary: dict) -> None:
+    """The run's console summary at 80 and 120 columns: the words printed unwrapped, none cut
+    or ended with an ellipsis, no line wider than the console."""
+    from rich.console import Console
+
+    from flagperf_ansible.report import print_summary
+
+    def text(width: int) -> str:
+        console = Console(record=True, width=width, file=io.StringIO())
+        print_summary(summary, console)
+        return console.export_text()
+
+    whole = text(1000)
+    assert "…" not in whole and len(whole.splitlines()) < 60, whole
+    for width in (80, 120):
+        shown = text(width)
+        assert max(len(line) for line in shown.splitlines()) <= width
+        assert shown.split() == whole.split(), width
+
+
 def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, local_data,
                                                                      tmp_path, venv_env):
     done = subprocess.run(
@@ -230,5 +251,11 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
         f"p_train {r['means']['p_train']:.4g} images/s" for r in resnet50["rows"]))
     bit = json.loads((run_dir / "bigtransfer-pytorch-cpux1x1/round1/round.json").read_text())
     assert bit["profile"]["checkpoint"]["path"] == "BiT-R14x1-random.npz"
-    assert "| mean |" in (run_dir / "summary.md").read_text()
+    markdown = (run_dir / "summary.md").read_text()
+    # One round each: the statistics table, no mean/std rows repeating the round.
+    assert "Statistics over the passed rounds:" in markdown and "| mean |" not in markdown
+    assert markdown.index("## Overview") < markdown.index("## computation-pytorch-base")
+    total = len(summary["cases"])
+    assert f"**{total}/{total} passed: base {len(BASE)}/{len(BASE)}, " in markdown
+    check_console_widths(summary)
     assert monitors_left(run_dir.name) == []

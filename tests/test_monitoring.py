@@ -23,13 +23,18 @@ def write(path, header, rows):
         writer.writerows(rows)
 
 
-def node(round_dir, name, seconds, device_power, host_power="", status="stopped"):
-    """A node dir sampled every second from T0 over ``seconds`` s, two devices."""
+def node(round_dir, name, seconds, device_power, host_power="", status="stopped", load=1.0,
+         cores=None):
+    """A node dir sampled every second from T0 over ``seconds`` s, two devices; with ``cores``,
+    its sys_info.json says so."""
     path = round_dir / name
     path.mkdir(parents=True)
     stamps = [T0 + 1000 * i for i in range(seconds + 1)]
     write(path / "sys_monitor.csv", SYS,
-          [[t, 50.0, 1.0, 4e9 + i, 8e9, 50.0, 0, 0, 0, 0, host_power] for i, t in enumerate(stamps)])
+          [[t, 50.0, load, 4e9 + i, 8e9, 50.0, 0, 0, 0, 0, host_power]
+           for i, t in enumerate(stamps)])
+    if cores:
+        (path / "sys_info.json").write_text(json.dumps({"cpu": {"logical_cores": cores}}))
     write(path / "device_monitor.csv", DEV,
           [[t, d, 90.0 + d, 1e9 * (d + 1), 8e10, device_power, 60, 1980]
            for t in stamps for d in (0, 1)])
@@ -130,3 +135,19 @@ def test_energy_per_tflop_for_a_flop_count(tmp_path):
                               throughput={"unit": "flop", "count": "flop_done"})
     # 2 x 500 W over 4 s = 4000 J for 8000 TFLOP.
     assert summary["overall"]["energy_per_tflop_j"] == pytest.approx(0.5)
+
+
+def test_a_node_whose_load_exceeds_its_cores_is_flagged_busy(tmp_path):
+    """Mean 1-minute load over the window against the node's logical cores (sys_info.json):
+    beyond 1.25 x the cores the node was measured beside other work; no cores known, no
+    verdict."""
+    node(tmp_path, "a_noderank0", 10, 500.0, load=4.6, cores=2)
+    node(tmp_path, "b_noderank1", 10, 500.0, load=2.2, cores=2)
+    node(tmp_path, "c_noderank2", 10, 500.0, load=9.0)
+    summary = summarize_round(tmp_path, ["a_noderank0", "b_noderank1", "c_noderank2"],
+                              [events(T0 + 2000, T0 + 6000)], {"num_trained_samples": 10})
+    assert summary["nodes"]["a_noderank0"]["system"]["load1_mean"] == pytest.approx(4.6)
+    assert summary["nodes"]["a_noderank0"]["busy"] == "load 4.6 on 2 cores"
+    assert summary["nodes"]["b_noderank1"]["busy"] == ""        # the case's own threads
+    assert summary["nodes"]["c_noderank2"]["busy"] == ""        # cores unknown
+    assert summary["overall"]["busy_hosts"] == ["a_noderank0: load 4.6 on 2 cores"]

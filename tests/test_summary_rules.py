@@ -1,6 +1,7 @@
 """Case pass rule by suite, statistics, MFU, report columns and profile labels on rounds the
 real driver wrote, through finalize_round."""
 
+import io
 import json
 from pathlib import Path
 
@@ -242,10 +243,109 @@ def test_a_profile_is_labelled_in_round_json_summaries_and_the_console(tmp_path)
         assert PROFILE_LABEL in (tmp_path / name).read_text(), name
     console = Console(record=True, width=300)
     print_summary(summary, console)
-    assert PROFILE_LABEL in console.export_text()
+    text = console.export_text()
+    assert f"{CASE}: passed (profile cpu);" in text
+    assert "profile: cpu, not the standard configuration: 1 case(s)" in text
     # The standard configuration carries no such label.
     write_summary(make_run(tmp_path / "standard", [10.0]))
     assert "not the standard configuration" not in (tmp_path / "standard/summary.md").read_text()
+
+
+def test_the_overview_comes_first_with_counts_figures_targets_and_links(tmp_path):
+    make_run(tmp_path, [10.0, 11.0], profile=CPU_PROFILE)
+    summary = write_summary(tmp_path)
+    (row,) = summary["overview"]["rows"]
+    assert summary["overview"]["counts"] == {"training": {"passed": 1, "cases": 1}}
+    means = {k: summary["cases"][0]["stats"][k]["mean"]
+             for k in ("p_train", "final_acc1", "target_acc1", "raw_train_time")}
+    assert (row["figure"], row["value"], row["unit"]) == ("p_train", means["p_train"],
+                                                         "images/s")
+    assert (row["metric"], row["metric_value"], row["comparison"], row["target"]) == (
+        "final_acc1", means["final_acc1"], ">=", means["target_acc1"])
+    assert (row["time_figure"], row["time_s"]) == ("raw_train_time", means["raw_train_time"])
+    assert summary["overview"]["duration_s"] is not None and summary["overview"]["hosts"]
+    markdown = (tmp_path / "summary.md").read_text()
+    # The overview before the case's section, its row linking there.
+    assert markdown.index("## Overview") < markdown.index(f"## {CASE} (passed)")
+    assert "**1/1 passed: training 1/1**" in markdown
+    assert f"[{CASE} (profile cpu)](#case-{CASE})" in markdown
+    assert f'<a id="case-{CASE}"></a>' in markdown
+    modes = {name: (tmp_path / name).stat().st_mode & 0o777
+             for name in ("summary.json", "summary.md", "summary.html")}
+    assert len(set(modes.values())) == 1, modes            # summary.json was 0600
+    page = (tmp_path / "summary.html").read_text()
+    assert page.index("<h2>Overview</h2>") < page.index(f'<h2 id="case-{CASE}">')
+    assert f'<a href="#case-{CASE}">' in page
+
+
+def test_one_round_shows_no_statistics_that_need_two(tmp_path):
+    make_run(tmp_path, [10.0])
+    case = build_summary(tmp_path)["cases"][0]
+    header, rows = case_table(case)
+    assert [r[0] for r in rows] == ["1"]                  # no mean/std/cv rows repeating it
+    from flagperf_ansible.report import case_facts, stats_table, summary_html
+
+    header, rows = stats_table(case)
+    by_name = {r[0]: dict(zip(header, r)) for r in rows}
+    assert by_name["p_whole"]["std"] == by_name["p_whole"]["cv"] == "n/a"
+    assert by_name["p_whole"]["olympic_mean"] == "n/a"
+    # The target is a fact of the case, said once, not a statistic.
+    assert "target_acc1" not in by_name and "world_size" not in by_name
+    assert case_facts(case).startswith("Case facts: target_acc1 ")
+    # Nor a throughput plot of one dot per figure.
+    assert 'alt="throughput per round"' not in summary_html(tmp_path, build_summary(tmp_path))
+    make_run(tmp_path / "two", [10.0, 12.0])
+    two = build_summary(tmp_path / "two")
+    rows = case_table(two["cases"][0])[1]
+    assert [r[0] for r in rows][:3] == ["1", "2", "mean"]
+    assert 'alt="throughput per round"' in summary_html(tmp_path / "two", two)
+
+
+def test_figures_measured_on_a_busy_host_carry_the_label_everywhere(tmp_path):
+    make_run(tmp_path, [10.0, 11.0])
+    path = tmp_path / CASE / "round2" / "round.json"
+    document = json.loads(path.read_text())
+    document["monitor"] = {"overall": {"busy_hosts": ["h1_noderank0: load 4.6 on 2 cores"],
+                                       "device_util_percent_mean": 90.0,
+                                       "device_mem_used_peak_bytes": 3_000_000_000,
+                                       "energy_unit": "image", "cpu_percent_mean": 95.0}}
+    path.write_text(json.dumps(document))
+    summary = write_summary(tmp_path)
+    case = summary["cases"][0]
+    assert case["busy_hosts"] == ["round 2: h1_noderank0: load 4.6 on 2 cores"]
+    assert summary["overview"]["rows"][0]["busy"] is True
+    assert case["monitor"]["device_util_percent_mean"] == 90.0
+    label = "measured on a busy host: round 2: h1_noderank0: load 4.6 on 2 cores"
+    for name in ("summary.md", "summary.html"):
+        assert label in (tmp_path / name).read_text(), name
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "| passed (measured on a busy host) |" in markdown
+    assert ("Monitors (means over the passed rounds): device utilisation 90 %, peak device "
+            "memory 3 GB, device power n/a, energy per image n/a, host CPU 95 %.") in markdown
+    assert label in _console_text(summary, 120)
+
+
+def _console_text(summary: dict, width: int) -> str:
+    console = Console(record=True, width=width, file=io.StringIO())
+    print_summary(summary, console)
+    return console.export_text()
+
+
+def test_the_console_summary_fits_80_and_120_columns_and_cuts_nothing(tmp_path):
+    """A run of every suite: the words at 80 and 120 columns are those printed unwrapped (none
+    cut or ended with an ellipsis), and no line is wider than the console."""
+    make_run(tmp_path / "t", [10.0, 11.0], profile=CPU_PROFILE)
+    make_suite_run(tmp_path / "i", INFERENCE, [inference(0.1)])
+    make_suite_run(tmp_path / "b", BASE, [{"bandwidth": 20.0, "e2e_time": 1.0}])
+    summaries = [write_summary(tmp_path / name) for name in ("t", "i", "b")]
+    summary = {**summaries[0], "cases": [c for s in summaries for c in s["cases"]]}
+    summary.pop("overview")
+    whole = _console_text(summary, 1000)
+    assert "…" not in whole
+    for width in (80, 120):
+        text = _console_text(summary, width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert text.split() == whole.split(), width
 
 
 def test_a_case_counting_mel_frames_keeps_samples_in_samples():

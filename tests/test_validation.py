@@ -107,6 +107,26 @@ def test_validate_command_accepts_the_local_inventory(project):
             "main_memory-bandwidth-pytorch-base-cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
 
 
+def test_validate_takes_one_case_with_its_data_from_the_command_line(project):
+    """``--case SPEC=DATA_DIR`` in the suite form that ``cases`` lists: the data folder is the
+    one checked (a local host's, in its case's format), and a wrong one is named as given."""
+    def validate(*spec: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
+                               "inventories/local", *[a for s in spec for a in ("--case", s)]],
+                              capture_output=True, text=True, cwd=project)
+
+    done = validate("resnet50:pytorch:inference:cpu:1:1:2=data/digits",
+                    "computation:pytorch:base:cpu:1:1:1")
+    assert done.returncode == 0, done.stderr
+    assert ("3 round(s) on 1 host(s): resnet50-pytorch-inference-cpux1x1, "
+            "computation-pytorch-base-cpux1x1") in done.stdout
+    done = validate("resnet50:pytorch:cpu:1:1:1=data/coco2017")
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("flagperf-ansible: command line: flagperf_cases[0].data_dir: "
+                           "data_dir ") and "data/coco2017 is not imagenet data" in line, line
+
+
 def test_docker_runtime_plans_the_vendor_image(scratch_project):
     plan = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE],
                                       "flagperf_container_runtime": "docker"})

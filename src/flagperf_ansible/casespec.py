@@ -124,23 +124,37 @@ class CaseSpec(BaseModel):
         return f"{self.hardware}x{self.nnodes}x{self.nproc_per_node}"
 
 
+#: The suites a key may name after ``model:framework`` (as ``flagperf-ansible cases`` lists them).
+SUITES = ("training", "inference", "base")
+
+
 def parse_case_key(key: str) -> dict[str, Any]:
-    """Split FlagPerf's ``model:framework:hardware:nnodes:nproc:repeat`` into a mapping.
+    """Split a case key into a mapping: FlagPerf's ``model:framework:hardware:nnodes:nproc:
+    repeat``, or with the suite that ``flagperf-ansible cases`` prints after the framework,
+    ``model:framework:suite:hardware:nnodes:nproc:repeat`` (e.g.
+    ``resnet50:pytorch:inference:cpu:1:1:1``); either may end in ``=DATA_DIR``.
 
     Raises:
-        ValueError: the key has not six fields or a count is not an integer.
+        ValueError: the key has not six or seven fields (the seventh a suite), or a count is
+            not an integer.
     """
+    key, sep, data_dir = key.partition("=")
     fields = key.split(":")
+    spec: dict[str, Any] = {}
+    if len(fields) == len(SPEC_KEYS) + 1 and fields[2] in SUITES:
+        spec["suite"] = fields.pop(2)
     if len(fields) != len(SPEC_KEYS):
         raise ValueError(
-            f"{key!r} is not 'model:framework:hardware:nnodes:nproc:repeat' (6 fields)"
-        )
-    spec: dict[str, Any] = dict(zip(SPEC_KEYS[:3], fields[:3]))
+            f"{key!r} is not 'model:framework[:suite]:hardware:nnodes:nproc:repeat[=DATA_DIR]' "
+            f"(suite one of {', '.join(SUITES)})")
+    spec.update(zip(SPEC_KEYS[:3], fields[:3]))
     for name, text in zip(SPEC_KEYS[3:], fields[3:]):
         try:
             spec[name] = int(text)
         except ValueError:
             raise ValueError(f"{key!r}: {name} {text!r} is not an integer") from None
+    if sep:
+        spec["data_dir"] = data_dir
     return spec
 
 
@@ -148,7 +162,7 @@ def parse_case_spec(item: Any, source: str = "", key: str = "") -> CaseSpec:
     """Parse one entry of ``flagperf_cases`` in any accepted form.
 
     Args:
-        item: a mapping, a FlagPerf key string, or ``{key_string: data_dir}``.
+        item: a mapping, a key string (``parse_case_key``), or ``{key_string: data_dir}``.
         source, key: where the entry came from, for the error message.
 
     Raises:
@@ -166,8 +180,8 @@ def parse_case_spec(item: Any, source: str = "", key: str = "") -> CaseSpec:
             data = dict(item)
         else:
             raise ValueError(
-                f"a case spec is a mapping or a 'model:framework:hardware:nnodes:nproc:repeat' "
-                f"string, not {type(item).__name__}"
+                f"a case spec is a mapping or a 'model:framework[:suite]:hardware:nnodes:nproc:"
+                f"repeat[=DATA_DIR]' string, not {type(item).__name__}"
             )
     except ValueError as err:
         raise ConfigError(str(err), source, key) from None

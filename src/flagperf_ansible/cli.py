@@ -16,6 +16,12 @@ from flagperf_ansible.errors import ConfigError
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
+#: ``--case`` of run and validate.
+CASE_HELP = ("this case instead of flagperf_cases: model:framework[:suite]:hardware:nnodes:"
+             "nproc:repeat[=DATA_DIR] (the keys `cases` lists, then hardware and counts; "
+             "DATA_DIR relative to flagperf_root); repeatable")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flagperf-ansible", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -23,9 +29,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="validate, then run every case round and summarise")
     _ansible_arguments(run)
-    run.add_argument("--case", action="append", metavar="SPEC",
-                     help="run this case instead of flagperf_cases "
-                          "(model:framework:hardware:nnodes:nproc:repeat); repeatable")
+    run.add_argument("--case", action="append", metavar="SPEC", help=CASE_HELP)
     run.add_argument("--results-dir", help="results folder (default: flagperf_results_dir)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
                      help="continue this run folder: run only its rounds that have not passed "
@@ -35,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check the inventory and cases; touch no host")
     _ansible_arguments(validate)
+    validate.add_argument("--case", action="append", metavar="SPEC", help=CASE_HELP)
 
     summarize = sub.add_parser(
         "summarize", help="parse a run's rounds again from their raw logs and records and "
@@ -53,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--all", action="store_true",
                          help="also show figures that are not judged (targets, counts)")
     compare.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON")
+    compare.add_argument("--markdown", type=Path, metavar="FILE",
+                         help="also write the comparison as Markdown")
+    compare.add_argument("--html", type=Path, metavar="FILE",
+                         help="also write the comparison as a self-contained HTML page")
 
     sub.add_parser("cases", help="list the standard cases")
 
@@ -143,7 +152,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from flagperf_ansible.paths import project_dir
     from flagperf_ansible.runner import prepare
 
-    prepared = prepare(project_dir(), args.inventory, check_data=True,
+    prepared = prepare(project_dir(), args.inventory, cases=args.case, check_data=True,
                        extra_vars=args.extra_vars, limit=args.limit)
     plan = prepared.plan
     cases = ", ".join(c["case_id"] for c in plan["cases"])
@@ -171,8 +180,9 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from flagperf_ansible.compare import compare_runs, print_comparison
-    from flagperf_ansible.layout import write_json
+    from flagperf_ansible.compare import comparison_html, comparison_markdown, compare_runs, \
+        print_comparison
+    from flagperf_ansible.layout import write_json, write_text
 
     if args.tolerance < 0:
         raise ConfigError("must be 0 or more", "command line", "--tolerance")
@@ -182,6 +192,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print_comparison(result, _console(), args.all)
     if args.json:
         write_json(args.json, result)
+    if args.markdown:
+        write_text(args.markdown, comparison_markdown(result, args.all))
+    if args.html:
+        write_text(args.html, comparison_html(result, args.all))
+    # Only a confirmed regression fails: an unconfirmed one rests on a single round.
     return EXIT_FAILED if result["regressions"] else EXIT_OK
 
 
@@ -193,6 +208,8 @@ def cmd_cases(_args: argparse.Namespace) -> int:
     width = max((len(c.key) for c in cases), default=0)
     for case in cases:
         print(f"{case.suite:<10}  {case.key:<{width}}  {case.spec.description}")
+    print("run one: flagperf-ansible run -i INVENTORY --case KEY:HARDWARE:NNODES:NPROC:REPEAT"
+          "[=DATA_DIR], e.g. --case resnet50:pytorch:inference:cpu:1:1:1=data/digits")
     return EXIT_OK
 
 

@@ -4,7 +4,8 @@ Significance: Welch's unequal-variances t-test over the rounds that passed in ea
 (``scipy.stats.ttest_ind(equal_var=False)``; Welch 1947, "The generalization of Student's
 problem when several different population variances are involved"). A change is a
 **regression** when it is significant (p < ``alpha``), in the worse direction for that figure,
-and larger than the user's tolerance in %.
+and larger than the user's tolerance in %. Where a side has one round (no t-test), a change
+beyond the tolerance still gets its verdict, marked *unconfirmed*: the threshold alone says it.
 
 Directions come from the baseline summary's case entry (``figures``: the case contract's
 metrics and its suite's figures, ``summary.case_figures``); a figure the case does not declare
@@ -109,13 +110,17 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_pct: float = 5.0,
         alpha: significance level of Welch's t-test.
 
     Returns:
-        ``{"run_a", "run_b", "tolerance_pct", "alpha", "cases": [...], "rows": [...],
-        "regressions": int}``. ``cases``: each case of both runs as ``{case_id, suite,
-        profile (its label, "" on the standard configuration), comparable, reason}``. Each row
-        is ``{case_id, figure, unit, n_a, n_b, mean_a, mean_b, change_pct, p_value,
-        significant, direction, verdict}`` with ``change_pct = (mean_b - mean_a) / |mean_a|
-        x 100`` and ``verdict`` one of ``regression``, ``improvement``, ``within tolerance``,
-        ``not significant``, ``not judged``, ``too few rounds``.
+        ``{"run_a", "run_b", "tolerance_pct", "alpha", "cases": [...], "only_in_a": [case
+        ids], "only_in_b": [...], "rows": [...], "counts": {verdict: rows}, "judged": int,
+        "not_judged": int, "regressions": int, "unconfirmed_regressions": int}``. ``cases``:
+        each case of both runs as ``{case_id, suite, profile (its label, "" on the standard
+        configuration), profile_name, comparable, reason}``. Each row is ``{case_id, figure, unit, n_a, n_b,
+        mean_a, mean_b, change_pct, p_value, significant, direction, confirmed, verdict}`` with
+        ``change_pct = (mean_b - mean_a) / |mean_a| x 100`` and ``verdict`` one of
+        ``regression``, ``improvement``, ``within tolerance``, ``not significant``, ``not
+        judged``; ``confirmed`` is False where a side has a single round (the verdict is then
+        the tolerance's alone, and never ``not significant``). ``regressions`` counts the
+        confirmed ones.
 
     Raises:
         ConfigError: a run folder is missing or empty, or the runs share cases and none of
@@ -123,6 +128,7 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_pct: float = 5.0,
     """
     summary_a, summary_b = load_summary(run_a), load_summary(run_b)
     cases_b = {c["case_id"]: c for c in summary_b["cases"]}
+    ids_a = {c["case_id"] for c in summary_a["cases"]}
     rows: list[dict[str, Any]] = []
     cases: list[dict[str, Any]] = []
     for case_a in summary_a["cases"]:
@@ -132,14 +138,25 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_pct: float = 5.0,
         reason = incomparable(case_a, case_b)
         cases.append({"case_id": case_a["case_id"], "suite": case_a.get("suite") or "training",
                       "profile": profile_label(case_a.get("profile")),
+                      "profile_name": profile_name(case_a.get("profile")),
                       "comparable": not reason, "reason": reason})
         if not reason:
             rows += _case_rows(case_a, case_b, tolerance_pct, alpha)
     if cases and not any(c["comparable"] for c in cases):
         raise ConfigError(f"{cases[0]['case_id']}: {cases[0]['reason']}", str(run_b))
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
+    regressions = [r for r in rows if r["verdict"] == "regression"]
     return {"run_a": str(run_a), "run_b": str(run_b), "tolerance_pct": tolerance_pct,
-            "alpha": alpha, "cases": cases, "rows": rows,
-            "regressions": sum(r["verdict"] == "regression" for r in rows)}
+            "alpha": alpha, "cases": cases,
+            "only_in_a": [c["case_id"] for c in summary_a["cases"] if c["case_id"] not in cases_b],
+            "only_in_b": [c["case_id"] for c in summary_b["cases"] if c["case_id"] not in ids_a],
+            "rows": rows, "counts": counts,
+            "judged": sum(r["direction"] != 0 for r in rows),
+            "not_judged": sum(r["direction"] == 0 for r in rows),
+            "regressions": sum(r["confirmed"] for r in regressions),
+            "unconfirmed_regressions": sum(not r["confirmed"] for r in regressions)}
 
 
 def _case_rows(case_a: dict[str, Any], case_b: dict[str, Any], tolerance_pct: float,
@@ -157,11 +174,11 @@ def _case_rows(case_a: dict[str, Any], case_b: dict[str, Any], tolerance_pct: fl
         p = welch_p(a, b)
         sign = direction(figure)
         significant = p is not None and p < alpha
+        # One round on a side: no t-test; the tolerance alone judges, unconfirmed.
+        confirmed = len(a) > 1 and len(b) > 1
         if sign == 0:
             verdict = "not judged"
-        elif p is None:
-            verdict = "too few rounds"
-        elif not significant:
+        elif confirmed and not significant:
             verdict = "not significant"
         elif change is not None and abs(change) > tolerance_pct:
             verdict = "improvement" if change * sign > 0 else "regression"
@@ -171,36 +188,119 @@ def _case_rows(case_a: dict[str, Any], case_b: dict[str, Any], tolerance_pct: fl
                      "unit": (figures.get(figure) or {}).get("unit", ""), "n_a": len(a),
                      "n_b": len(b), "mean_a": mean_a, "mean_b": mean_b,
                      "change_pct": change, "p_value": p, "significant": significant,
-                     "direction": sign, "verdict": verdict})
+                     "direction": sign, "confirmed": confirmed or sign == 0,
+                     "verdict": verdict})
     return rows
 
 
-def print_comparison(result: dict[str, Any], console: Any, all_figures: bool = False) -> None:
-    """The comparison as a rich table; figures not judged are left out unless ``all_figures``."""
-    from rich.table import Table
+def verdict_text(row: dict[str, Any]) -> str:
+    """The row's verdict as shown: ``unconfirmed`` added where a side has a single round."""
+    return row["verdict"] + ("" if row["confirmed"] else " (unconfirmed)")
 
-    table = Table(title=f"{result['run_b']} vs {result['run_a']} (tolerance "
-                        f"{result['tolerance_pct']:g} %, alpha {result['alpha']:g})")
-    for name in ("case", "figure", "unit", "n A/B", "mean A", "mean B", "change %",
-                 "p (Welch)", "verdict"):
-        table.add_column(name, justify="left" if name in ("case", "figure", "unit", "verdict")
-                         else "right", overflow="fold")
-    styles = {"regression": "red", "improvement": "green"}
-    for row in result["rows"]:
-        if row["direction"] == 0 and not all_figures:
-            continue
-        style = styles.get(row["verdict"], "")
-        verdict = f"[{style}]{row['verdict']}[/{style}]" if style else row["verdict"]
-        table.add_row(row["case_id"], row["figure"], row.get("unit", ""),
-                      f"{row['n_a']}/{row['n_b']}",
-                      f"{row['mean_a']:.4g}", f"{row['mean_b']:.4g}",
-                      "-" if row["change_pct"] is None else f"{row['change_pct']:+.2f}",
-                      "-" if row["p_value"] is None else f"{row['p_value']:.3g}", verdict)
-    console.print(table)
+
+def _shown_rows(result: dict[str, Any], all_figures: bool) -> list[dict[str, Any]]:
+    """The rows a person reads first: regressions and improvements; every judged row with
+    ``all_figures`` (and the not judged ones too)."""
+    if all_figures:
+        return list(result["rows"])
+    return [r for r in result["rows"] if r["verdict"] in ("regression", "improvement")]
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    """The row's cells under ``_HEADER`` (Markdown and HTML)."""
+    return [row["case_id"], row["figure"], row.get("unit", ""), f"{row['n_a']}/{row['n_b']}",
+            f"{row['mean_a']:.4g}", f"{row['mean_b']:.4g}",
+            "-" if row["change_pct"] is None else f"{row['change_pct']:+.2f}",
+            "-" if row["p_value"] is None else f"{row['p_value']:.3g}", verdict_text(row)]
+
+
+_HEADER = ("case", "figure", "unit", "n A/B", "mean A", "mean B", "change %", "p (Welch)",
+           "verdict")
+
+
+def comparison_lines(result: dict[str, Any]) -> list[str]:
+    """The answer in words, a line each: the verdict counts, what was judged, the cases only
+    one run has and the cases that could not be compared."""
+    counts = result.get("counts") or {}
+    order = ("regression", "improvement", "within tolerance", "not significant")
+    judged = ", ".join(f"{counts[v]} {v}" for v in order if counts.get(v)) or "none"
+    unconfirmed = sum(1 for r in result["rows"] if not r["confirmed"])
+    lines = [f"{result['regressions']} regression(s) beyond {result['tolerance_pct']:g} % "
+             f"(Welch's t-test, alpha {result['alpha']:g})"
+             + (f", {result['unconfirmed_regressions']} more unconfirmed (a single round on a "
+                "side: the tolerance alone)" if result.get("unconfirmed_regressions") else ""),
+             f"{result['judged']} figure(s) judged: {judged}; {result['not_judged']} not judged "
+             "(targets, counts)"
+             + (f"; {unconfirmed} judged on a single round, unconfirmed" if unconfirmed else "")]
+    for side, key in (("A", "only_in_a"), ("B", "only_in_b")):
+        if result.get(key):
+            lines.append(f"only in {side} ({len(result[key])}): {', '.join(result[key])}")
+    profiles: dict[str, int] = {}
     for case in result.get("cases", []):
         if not case["comparable"]:
-            console.print(f"[yellow]{case['case_id']}: {case['reason']}[/yellow]")
-        elif case["profile"]:
-            console.print(f"{case['case_id']}: {case['profile']} (in both runs)")
-    console.print(f"{result['regressions']} significant regression(s) beyond "
-                  f"{result['tolerance_pct']:g} %")
+            lines.append(f"{case['case_id']}: {case['reason']}")
+        elif case.get("profile_name"):
+            profiles[case["profile_name"]] = profiles.get(case["profile_name"], 0) + 1
+    lines += [f"profile: {name}, not the standard configuration, in both runs: {count} case(s)"
+              for name, count in profiles.items()]
+    return lines
+
+
+def row_line(row: dict[str, Any]) -> str:
+    """One row in words: ``<verdict>: <case> <figure>: <mean A> -> <mean B> <unit> (<change>),
+    rounds <n A>/<n B>, p <p>``."""
+    change = "" if row["change_pct"] is None else f" ({row['change_pct']:+.2f} %)"
+    p_value = "-" if row["p_value"] is None else f"{row['p_value']:.3g}"
+    unit = f" {row['unit']}" if row.get("unit") else ""
+    return (f"{verdict_text(row)}: {row['case_id']} {row['figure']}: {row['mean_a']:.4g} -> "
+            f"{row['mean_b']:.4g}{unit}{change}, rounds {row['n_a']}/{row['n_b']}, p {p_value}")
+
+
+def print_comparison(result: dict[str, Any], console: Any, all_figures: bool = False) -> None:
+    """The comparison on the console, a line per regression and improvement (per row with
+    ``all_figures``), then ``comparison_lines``; lines wrap at any width, none is cut."""
+    console.print(f"{result['run_b']} vs {result['run_a']} (tolerance "
+                  f"{result['tolerance_pct']:g} %, alpha {result['alpha']:g})",
+                  markup=False, highlight=False)
+    styles = {"regression": "red", "improvement": "green"}
+    for row in _shown_rows(result, all_figures):
+        console.print("  " + row_line(row), style=styles.get(row["verdict"]), markup=False,
+                      highlight=False)
+    for line in comparison_lines(result):
+        console.print(line, markup=False, highlight=False)
+
+
+def comparison_markdown(result: dict[str, Any], all_figures: bool = False) -> str:
+    """The comparison as Markdown: ``comparison_lines``, then every judged row (and the not
+    judged ones with ``all_figures``)."""
+    rows = [r for r in result["rows"] if all_figures or r["direction"] != 0]
+    out = [f"# {result['run_b']} vs {result['run_a']}", "",
+           f"Tolerance {result['tolerance_pct']:g} %, alpha {result['alpha']:g}.", ""]
+    out += [f"- {line}" for line in comparison_lines(result)] + [""]
+    if rows:
+        out += ["| " + " | ".join(_HEADER) + " |", "|" + " --- |" * len(_HEADER)]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |"
+                for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def comparison_html(result: dict[str, Any], all_figures: bool = False) -> str:
+    """The comparison as a self-contained HTML page (the Markdown's content)."""
+    from html import escape
+
+    rows = [r for r in result["rows"] if all_figures or r["direction"] != 0]
+    colours = {"regression": "#c62828", "improvement": "#2e7d32"}
+    body = "".join(f"<li>{escape(line)}</li>" for line in comparison_lines(result))
+    table = "".join(
+        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _cells(r)[:-1])
+        + f'<td style="color:{colours.get(r["verdict"], "inherit")}">'
+        + f"{escape(verdict_text(r))}</td></tr>" for r in rows)
+    head = "".join(f"<th>{escape(h)}</th>" for h in _HEADER)
+    title = escape(f"{result['run_b']} vs {result['run_a']}")
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>" + title + "</title>"
+            "<style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+            "td:nth-child(-n+3),td:last-child{text-align:left}</style></head><body>"
+            f"<h1>{title}</h1><p>Tolerance {result['tolerance_pct']:g} %, alpha "
+            f"{result['alpha']:g}.</p><ul>{body}</ul>"
+            + (f"<table><tr>{head}</tr>{table}</table>" if rows else "") + "</body></html>\n")

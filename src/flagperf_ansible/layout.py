@@ -35,6 +35,7 @@ ROUND_START = "round_start.json"    # written when a round begins: key, started_
 ROUND_RECORD = "round_record.json"  # what the playbook handed over: round.json's raw input
 ATTEMPTS = "attempts"               # earlier attempts of a round: attempts/<n>/
 INTERRUPTED = "interrupted.json"    # Ctrl-C or SIGTERM stopped the run: in which phase, when
+SYS_INFO = "sys_info.json"          # a node folder's description of its host (sys_info.py)
 #: Set by the wrapper for its steps: after an interrupt its report step writes the summary, so
 #: the results callback of an earlier step only marks the run interrupted.
 REPORT_STEP_FOLLOWS_ENV = "FLAGPERF_REPORT_STEP_FOLLOWS"
@@ -43,11 +44,20 @@ SUMMARY_JSON, SUMMARY_MD, SUMMARY_HTML = "summary.json", "summary.md", "summary.
 NODE_DIR = re.compile(r"^(?P<host>.+)_noderank(?P<noderank>\d+)$")
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as indented JSON to ``path`` atomically (parents created)."""
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_json(path: Path, data: Any, private: bool = False) -> None:
+    """Write ``data`` as indented JSON to ``path`` atomically (parents created), with the mode
+    a plain new file gets (summary.json as summary.md), or 0600 when ``private``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        if not private:
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, sort_keys=False, default=str)
             handle.write("\n")
@@ -176,8 +186,8 @@ def write_run(run_dir: Path, plan: dict[str, Any], extra: dict[str, Any],
     document = Masker(plan.get("hosts") or [], bool(plan.get("mask_hosts")))(document)
     write_json(run_dir / RUN_FILE, document)
     # What will run where, for the later phases and the wrapper (as the inventory names the
-    # hosts, also with mask_hosts: the playbooks reach them by those names).
-    write_json(run_dir / PLAN_FILE, plan)
+    # hosts, also with mask_hosts: the playbooks reach them by those names): the user's alone.
+    write_json(run_dir / PLAN_FILE, plan, private=True)
     return document
 
 

@@ -34,12 +34,18 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
+from flagperf_ansible.layout import SYS_INFO
+
 SYSTEM_FILE = "sys_monitor.csv"
 DEVICE_FILE = "device_monitor.csv"
 INFO_FILE = "monitor.json"
 #: A stream that ends this long (or 5 intervals, if longer) before the monitor was stopped, or
 #: the monitoring window ended, belonged to a monitor that stopped sampling: it is reported as died.
 STALE_MS = 5000
+#: A node is busy when its mean 1-minute load over the monitoring window exceeds its logical
+#: cores by this ratio: the case's own threads fill the cores, more runnable tasks are someone
+#: else's work competing with the measurement.
+BUSY_LOAD_RATIO = 1.25
 
 Row = dict[str, float | None]
 
@@ -179,7 +185,8 @@ def summarize_node(node_dir: Path, start_ms: float | None, end_ms: float | None,
     Returns a dict: ``status`` (ok|died|not stopped|missing), ``detail``, ``samples``,
     ``first_ms``, ``last_ms``, ``covers_train`` (samples span the monitoring window to within
     one interval; named before suites, it means the window of any suite),
-    ``system`` (cpu % mean/max, peak memory bytes, load), ``host_power`` (source, mean W, energy J,
+    ``system`` (cpu % mean/max, peak memory bytes, load mean/max), ``busy`` (``busy_host``:
+    why the node counts as busy, or ``""``), ``host_power`` (source, mean W, energy J,
     or ``"not available"``) and ``devices`` (per device and together: utilisation % mean/max,
     peak memory bytes, mean power W, energy J, max temperature C, mean clock MHz).
     """
@@ -211,10 +218,12 @@ def summarize_node(node_dir: Path, start_ms: float | None, end_ms: float | None,
         "cpu_percent_max": _max(_values(window, "cpu_percent")),
         "mem_used_peak_bytes": _bytes(_values(window, "mem_used_bytes")),
         "mem_total_bytes": _bytes(_values(window, "mem_total_bytes")),
+        "load1_mean": _mean(_values(window, "load1")),
         "load1_max": _max(_values(window, "load1")),
         "net_recv_Bps_mean": _mean(_values(window, "net_recv_Bps")),
         "net_sent_Bps_mean": _mean(_values(window, "net_sent_Bps")),
     }
+    summary["busy"] = busy_host(summary["system"]["load1_mean"], _logical_cores(node_dir))
     source = info.get("host_power_source", "not available")
     power = [(r["timestamp_ms"], r["host_power_w"]) for r in system
              if r.get("host_power_w") is not None]
@@ -273,6 +282,22 @@ def _summarize_devices(info: dict[str, Any], rows: list[Row], start: float, end:
 _STATUS_ORDER = ("died", "missing", "not stopped", "ok")
 
 
+def _logical_cores(node_dir: Path) -> int | None:
+    try:
+        cores = json.loads((node_dir / SYS_INFO).read_text())["cpu"]["logical_cores"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return cores if isinstance(cores, int) and cores > 0 else None
+
+
+def busy_host(load1_mean: float | None, cores: int | None) -> str:
+    """``"load 4.6 on 2 cores"`` when the mean load of the window exceeds the cores by
+    ``BUSY_LOAD_RATIO`` (the figures were measured beside other work), else ``""``."""
+    if load1_mean is None or not cores or load1_mean <= BUSY_LOAD_RATIO * cores:
+        return ""
+    return f"load {load1_mean:.3g} on {cores} core{'s' if cores > 1 else ''}"
+
+
 def summarize_round(round_dir: Path, node_dirs: list[str],
                     events_by_rank: list[list[dict[str, Any]]],
                     finished: dict[str, Any] | None,
@@ -297,7 +322,8 @@ def summarize_round(round_dir: Path, node_dirs: list[str],
         ``overall`` combines the nodes: utilisation mean/max over every device, peak device
         memory, mean power and energy summed over devices (and apart, over hosts), the unit
         count under its FINISHED key, ``energy_unit`` and J per that unit
-        (``energy_per_<unit>_j``, ``host_energy_per_<unit>_j``).
+        (``energy_per_<unit>_j``, ``host_energy_per_<unit>_j``), and ``busy_hosts``: the
+        nodes measured beside other work (``busy_host``).
     """
     events = tuple(window or DEFAULT_WINDOW)
     throughput = {**DEFAULT_THROUGHPUT, **(throughput or {})}
@@ -352,6 +378,8 @@ def summarize_round(round_dir: Path, node_dirs: list[str],
                                      if n.get("system", {}).get("mem_used_peak_bytes")
                                      is not None]),
         count_key: count,
+        # Nodes measured beside other work: "<node>: load 4.6 on 2 cores".
+        "busy_hosts": [f"{name}: {n['busy']}" for name, n in nodes.items() if n.get("busy")],
     }
     return {"status": status,
             "window": {"start_ms": start, "end_ms": end, "source": source,

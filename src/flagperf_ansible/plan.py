@@ -132,7 +132,9 @@ def build_plan(
             raise ConfigError(f"the case's launcher {case.spec.launcher} starts one process per "
                               "node: nproc_per_node must be 1", source, f"{key}.nproc_per_node")
         if case.needs_data and not spec.data_dir:
-            raise ConfigError("this case needs data_dir", source, f"{key}.data_dir")
+            raise ConfigError("this case needs data_dir: data_dir in its entry, or on the command "
+                              "line --case SPEC=DATA_DIR (relative: under flagperf_root)",
+                              source, f"{key}.data_dir")
         round_hosts = hosts[: spec.nnodes]
         contract = case.contract()
         cases.append({"case_id": spec.case_id, "spec": spec.model_dump(), "metric": case.metric,

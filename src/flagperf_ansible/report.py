@@ -21,6 +21,7 @@ from typing import Any
 
 from flagperf_ansible.layout import SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, write_json, write_text
 from flagperf_ansible.monitoring import DEFAULT_WINDOW, read_stream
+from flagperf_ansible.overview import counts_line, row_cells, run_overview, when_line
 from flagperf_ansible.perflog import parse_rank_log
 from flagperf_ansible.rounds import reparse_rounds, round_figures
 from flagperf_ansible.suites import FINISHED_UNITS
@@ -68,15 +69,39 @@ def case_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for missing in case.get("missing_rounds", []):
         rows.append([str(missing), "missing", *("-" for _ in columns)])
     stats = case.get("stats") or {}
-    if stats:
+    # With one passed round the statistics would repeat it: the statistics table says n/a.
+    if stats and max((v.get("n") or 0) for v in stats.values()) > 1:
         for name in STAT_COLUMNS[1:]:
-            rows.append([name, "", *(_fmt((stats.get(c) or {}).get(name)) for c in columns)])
+            rows.append([name, "", *(_stat((stats.get(c) or {}), name) for c in columns)])
     return header, rows
+
+
+def _stat(values: dict[str, Any], name: str) -> str:
+    """One statistic as shown: ``n/a`` where it needs more rounds than there are (std and cv
+    two, the olympic mean five)."""
+    if name in ("std", "cv") and (values.get("n") or 0) < 2 or (
+            name == "olympic_mean" and values.get(name) is None and values):
+        return "n/a"
+    return _fmt(values.get(name))
+
+
+#: FINISHED keys that are facts of the case, not measurements: shown once, not as statistics.
+def is_case_fact(name: str) -> bool:
+    """``target_<metric>`` (the configured target) and ``world_size``."""
+    return name.startswith("target_") or name == "world_size"
+
+
+def case_facts(case: dict[str, Any]) -> str:
+    """``Case facts: target_acc1 90, world_size 1.`` (from the passed rounds), or ``""``."""
+    facts = [f"{name} {_fmt(values.get('mean'))}"
+             for name, values in (case.get("stats") or {}).items() if is_case_fact(name)]
+    return f"Case facts: {', '.join(facts)}." if facts else ""
 
 
 def stats_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Every numeric figure's statistics over the passed rounds: a row per figure, with its
-    unit where the case declares one."""
+    unit where the case declares one; case facts (``is_case_fact``) left out, and ``n/a``
+    where a statistic needs more rounds."""
     figures = figures_of(case)
 
     def unit(name: str) -> str:
@@ -91,8 +116,8 @@ def stats_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         return FINISHED_UNITS.get(name, "").format(unit=throughput.get("unit") or "samples")
 
     header = ["figure", "unit", *STAT_COLUMNS]
-    rows = [[name, unit(name), *(_fmt(values.get(c)) for c in STAT_COLUMNS)]
-            for name, values in (case.get("stats") or {}).items()]
+    rows = [[name, unit(name), *(_stat(values, c) for c in STAT_COLUMNS)]
+            for name, values in (case.get("stats") or {}).items() if not is_case_fact(name)]
     return header, rows
 
 
@@ -112,7 +137,7 @@ def units_line(case: dict[str, Any]) -> str:
 
 def _case_heading(case: dict[str, Any]) -> tuple[str, list[str]]:
     """``(title, notes)`` of a case: its id, status and suite; the diagnostic and profile
-    labels."""
+    labels; the busy-host label; what the monitors saw."""
     label = "; diagnostic, not a benchmark result" if case.get("diagnostic") else ""
     title = f"{case['case_id']} ({case['status']}{label})"
     notes = [f"Suite: {case.get('suite') or 'training'}."]
@@ -120,7 +145,39 @@ def _case_heading(case: dict[str, Any]) -> tuple[str, list[str]]:
     if shown:
         description = (case.get("profile") or {}).get("description")
         notes.append(f"{shown}." + (f" {description}." if description else ""))
+    if case.get("busy_hosts"):
+        notes.append(f"{BUSY_LABEL}: {'; '.join(case['busy_hosts'])} (other work competed "
+                     "with the measurement).")
+    monitor = monitor_line(case)
+    if monitor:
+        notes.append(monitor)
     return title, notes + inference_notes(case)
+
+
+#: The label of figures measured beside other work (``monitoring.busy_host``).
+BUSY_LABEL = "measured on a busy host"
+
+
+def _gb(value: Any) -> str:
+    return f"{value / 1e9:.3g} GB" if isinstance(value, (int, float)) else "n/a"
+
+
+def monitor_line(case: dict[str, Any]) -> str:
+    """``Monitors (means over the passed rounds): device utilisation 97.7 %, peak device memory
+    3.37 GB, device power n/a, energy per image n/a, host CPU 97.7 %.``, or ``""``."""
+    seen = case.get("monitor")
+    if not seen:
+        return ""
+
+    def value(key: str, unit: str) -> str:
+        number = seen.get(key)
+        return f"{number:.3g} {unit}" if isinstance(number, (int, float)) else "n/a"
+
+    return ("Monitors (means over the passed rounds): device utilisation "
+            f"{value('device_util_percent_mean', '%')}, peak device memory "
+            f"{_gb(seen.get('device_mem_used_peak_bytes'))}, device power "
+            f"{value('device_power_w_mean', 'W')}, energy per {seen.get('energy_unit')} "
+            f"{value('energy_per_unit_j', 'J')}, host CPU {value('cpu_percent_mean', '%')}.")
 
 
 def inference_notes(case: dict[str, Any]) -> list[str]:
@@ -252,15 +309,70 @@ def _provenance_lines(summary: dict[str, Any]) -> list[str]:
             f"Controller versions: {versions}.", ""]
 
 
+OVERVIEW_HEADER = ["case", "status", "main figure", "metric (target)", "time", "rounds"]
+
+
+def overview_of(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary's ``overview``, or, for one written before it was kept, its rows alone."""
+    return summary.get("overview") or run_overview(summary["cases"], {}, [])
+
+
+def overview_groups(summary: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``[(suite, rows)]``: the overview's rows grouped by suite, in its order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in overview_of(summary)["rows"]:
+        groups.setdefault("diagnostic" if row.get("diagnostic") else row["suite"], []).append(row)
+    return list(groups.items())
+
+
+def case_anchor(case_id: str) -> str:
+    """The id of a case's section in summary.md and summary.html."""
+    return f"case-{case_id}"
+
+
+def _overview_cells(row: dict[str, Any]) -> list[str]:
+    cells = row_cells(row)
+    profile = f" (profile {row['profile']})" if row.get("profile") else ""
+    busy = f" ({BUSY_LABEL})" if row.get("busy") else ""
+    return [row["case_id"] + profile, row["status"] + busy, cells["figure"], cells["metric"],
+            cells["time"], cells["rounds"]]
+
+
+def overview_markdown(summary: dict[str, Any]) -> list[str]:
+    """The overview section of summary.md: counts, when and where, a table per suite whose
+    rows link to their case's section."""
+    overview = overview_of(summary)
+    lines = ["## Overview", "", f"**{counts_line(overview)}**", ""]
+    when = when_line(overview, summary.get("vendor"))
+    if when:
+        lines += [when[0].upper() + when[1:] + ".", ""]
+    for suite, rows in overview_groups(summary):
+        lines += [f"### {suite}", ""]
+        table = []
+        for row in rows:
+            cells = _overview_cells(row)
+            cells[0] = f"[{cells[0]}](#{case_anchor(row['case_id'])})"
+            table.append(cells)
+        lines += _markdown_table(OVERVIEW_HEADER, table) + [""]
+    return lines
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
-    """The run summary as Markdown: per case, a table per round and one of statistics."""
+    """The run summary as Markdown: the overview first, the frameworks side by side, then per
+    case a table per round and one of statistics."""
     lines = [f"# Run {summary['run_id']}: {summary['status']}", ""]
     if summary.get("vendor"):
         lines += [f"Vendor: `{summary['vendor']}`", ""]
     lines += _provenance_lines(summary)
+    lines += overview_markdown(summary)
+    for group in summary.get("frameworks") or []:
+        lines += [f"## Frameworks side by side: {framework_heading(group)}", ""]
+        lines += _markdown_table(*framework_table(group, summary))
+        lines += ["", "Means over each case's passed rounds; the same FINISHED figures on "
+                  "every framework.", ""]
     for case in summary["cases"]:
         title, notes = _case_heading(case)
-        lines += [f"## {title}", ""]
+        lines += [f'<a id="{case_anchor(case["case_id"])}"></a>', "", f"## {title}", ""]
         for note in notes:
             lines += [note, ""]
         lines += [f"{case['rounds_passed']} of {case.get('rounds_planned', '?')} planned "
@@ -275,6 +387,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         if case.get("stats"):
             lines += ["", "Statistics over the passed rounds:", ""]
             lines += _markdown_table(*stats_table(case))
+        facts = case_facts(case)
+        if facts:
+            lines += ["", facts]
         compared = reference_line(case)
         if compared:
             lines += ["", compared]
@@ -292,11 +407,6 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         if formulas:
             lines += ["", "How each figure is derived:", ""] + [f"- {line}" for line in formulas]
         lines += ["", units_line(case), ""]
-    for group in summary.get("frameworks") or []:
-        lines += [f"## Frameworks side by side: {framework_heading(group)}", ""]
-        lines += _markdown_table(*framework_table(group, summary))
-        lines += ["", "Means over each case's passed rounds; the same FINISHED figures on "
-                  "every framework.", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -318,33 +428,46 @@ def framework_table(group: dict[str, Any], summary: dict[str, Any]) -> tuple[lis
 
 
 def print_summary(summary: dict[str, Any], console: Any) -> None:
-    """Print the summary tables with rich to ``console``."""
-    from rich.table import Table
-
-    for case in summary["cases"]:
-        header, rows = case_table(case)
-        style = {"passed": "green", "interrupted": "yellow"}.get(case["status"], "red")
-        table = Table(title=f"{case['case_id']}: [{style}]{case['status']}[/{style}]",
-                      caption=profile_label(case.get("profile")) or None)
-        for name in header:
-            table.add_column(name, justify="left" if name in ("round", "status") else "right")
+    """The overview on ``console``: the counts, when and where, then a line per case (status,
+    main figure, metric against target, time, rounds) with its comparison to published
+    figures and datasheet ratios beneath; the profiles the cases ran. Lines wrap at any width
+    from 80 columns and nothing is cut; the full tables are in summary.md."""
+    overview = overview_of(summary)
+    cases = {c["case_id"]: c for c in summary["cases"]}
+    styles = {"passed": "green", "interrupted": "yellow"}
+    for suite, rows in overview_groups(summary):
+        console.print(f"{suite}:", style="bold", markup=False, highlight=False)
         for row in rows:
-            table.add_row(*row)
-        console.print(table)
-        compared = reference_line(case)
-        if compared:
-            console.print(compared, markup=False)
-        for line in datasheet_lines(case):
-            console.print(line, markup=False)
-    for group in summary.get("frameworks") or []:
-        header, rows = framework_table(group, summary)
-        table = Table(title=f"Frameworks side by side: {framework_heading(group)}")
-        for name in header:
-            table.add_column(name, justify="left" if name in header[:3] else "right")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
-    console.print(f"run {summary['run_id']}: {summary['status']}")
+            cells = row_cells(row)
+            profile = f" (profile {row['profile']})" if row.get("profile") else ""
+            parts = [p for p in (cells["figure"], cells["metric"], cells["time"],
+                                 f"rounds {cells['rounds']}") if p]
+            console.print(f"  {row['case_id']}: {row['status']}{profile}; " + "; ".join(parts),
+                          style=styles.get(row["status"], "red"), markup=False, highlight=False)
+            case = cases.get(row["case_id"]) or {}
+            for entry in case.get("busy_hosts") or []:
+                console.print(f"    {BUSY_LABEL}: {entry}", style="yellow", markup=False,
+                              highlight=False)
+            compared = reference_line(case) if case else ""
+            lines = [f"round {r['round']}: {r['status']}: {r.get('reason', '')}".rstrip(": ")
+                     for r in case.get("rounds") or [] if r["status"] != "passed"]
+            lines += [compared] if compared else []
+            lines += [d for d in (datasheet_lines(case) if case else []) if "no ratio" not in d]
+            for line in lines:
+                console.print(f"    {line}", markup=False, highlight=False)
+    profiles: dict[str, int] = {}
+    for row in overview["rows"]:
+        if row.get("profile"):
+            profiles[row["profile"]] = profiles.get(row["profile"], 0) + 1
+    for name, count in profiles.items():
+        console.print(f"profile: {name}, not the standard configuration: {count} case(s) "
+                      "(what each reduces: summary.md)", markup=False, highlight=False)
+    console.print(counts_line(overview), markup=False, highlight=False)
+    when = when_line(overview, summary.get("vendor"))
+    if when:
+        console.print(when, markup=False, highlight=False)
+    console.print(f"run {summary['run_id']}: {summary['status']} (tables: summary.md)",
+                  markup=False, highlight=False)
 
 
 # HTML -------------------------------------------------------------------------------------
@@ -361,7 +484,9 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
                    for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    # Headers break at their underscores and spaces; a table still wider scrolls in its box.
+    head = head.replace("_", "_<wbr>")
+    return f"<div class='wide'><table><tr>{head}</tr>{body}</table></div>"
 
 
 def read_monitor_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
@@ -383,27 +508,35 @@ def _plot_title(case: dict[str, Any], what: str) -> str:
 
 
 def _throughput_plot(case: dict[str, Any]) -> str | None:
+    """Throughput per round, one panel per unit (TFLOP/s and TOP/s never share an axis), whole
+    round numbers on x; None with fewer than two rounds to draw (a single dot says nothing the
+    table does not)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    # The throughput figures: those in units per second, of the case's one throughput unit.
-    rates = {k: f["unit"] for k, f in figures_of(case).items()
-             if str(f.get("unit", "")).endswith("/s") and f.get("direction", 0) > 0}
-    fig, ax = plt.subplots(figsize=(6, 3))
-    drawn = False
-    for name in rates:
+    # The throughput figures: those in units per second.
+    by_unit: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for name, figure in figures_of(case).items():
+        unit = str(figure.get("unit", ""))
+        if not unit.endswith("/s") or figure.get("direction", 0) <= 0:
+            continue
         points = [(r["round"], (r.get("finished") or {}).get(name)) for r in case["rounds"]]
-        points = [(x, y) for x, y in points
+        points = [(x, float(y)) for x, y in points
                   if isinstance(y, (int, float)) and not isinstance(y, bool)]
-        if points:
-            ax.plot(*zip(*points), marker="o", label=name)
-            drawn = True
-    if not drawn:
-        plt.close(fig)
+        if len(points) > 1:
+            by_unit.setdefault(unit, {})[name] = points
+    if not by_unit:
         return None
-    ax.set_xlabel("round")
-    ax.set_ylabel(" / ".join(sorted(set(rates.values()))))
-    ax.set_title(_plot_title(case, "throughput per round"), fontsize=9)
-    ax.legend()
+    fig, axes = plt.subplots(len(by_unit), 1, figsize=(6, 2.6 * len(by_unit)), squeeze=False)
+    for ax, (unit, series) in zip(axes[:, 0], by_unit.items()):
+        for name, points in series.items():
+            ax.plot(*zip(*points), marker="o", label=name)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("round")
+        ax.set_ylabel(unit)
+        ax.legend(fontsize=8)
+    axes[0, 0].set_title(_plot_title(case, "throughput per round"), fontsize=9)
+    fig.tight_layout()
     return _png(fig)
 
 
@@ -473,6 +606,27 @@ def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str]) -> str |
     return _png(fig)
 
 
+def overview_html(summary: dict[str, Any]) -> str:
+    """The overview section of summary.html: counts, when and where, and a table per suite
+    whose case cells link to their sections."""
+    overview = overview_of(summary)
+    parts = [f"<h2>Overview</h2><p><b>{html.escape(counts_line(overview))}</b></p>"]
+    when = when_line(overview, summary.get("vendor"))
+    if when:
+        parts.append(f"<p>{html.escape(when)}</p>")
+    for suite, rows in overview_groups(summary):
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in OVERVIEW_HEADER)
+        body = []
+        for row in rows:
+            cells = [html.escape(c) for c in _overview_cells(row)]
+            cells[0] = f'<a href="#{html.escape(case_anchor(row["case_id"]))}">{cells[0]}</a>'
+            cells[1] = f'<span class="{html.escape(row["status"])}">{cells[1]}</span>'
+            body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        parts.append(f"<h3>{html.escape(suite)}</h3><div class='wide'><table><tr>{head}</tr>"
+                     + "".join(body) + "</table></div>")
+    return "\n".join(parts)
+
+
 def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
     """A self-contained HTML page (plots embedded as base64 PNG, made with matplotlib):
     per case the tables of summary.md, throughput per round, and each round's monitor
@@ -482,9 +636,14 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
     matplotlib.use("Agg")
     parts = [f"<h1>Run {html.escape(summary['run_id'])}: {html.escape(summary['status'])}</h1>"]
     parts += [f"<p>{html.escape(line)}</p>" for line in _provenance_lines(summary) if line]
+    parts.append(overview_html(summary))
+    for group in summary.get("frameworks") or []:
+        parts.append(f"<h2>Frameworks side by side: {html.escape(framework_heading(group))}</h2>")
+        parts.append(_html_table(*framework_table(group, summary)))
     for case in summary["cases"]:
         title, notes = _case_heading(case)
-        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(f'<h2 id="{html.escape(case_anchor(case["case_id"]))}">'
+                     f"{html.escape(title)}</h2>")
         parts += [f"<p>{html.escape(note)}</p>" for note in notes]
         parts.append(f"<p>pass rule: {html.escape(case.get('pass_rule', ''))}</p>")
         host = _host_line(case)
@@ -494,6 +653,9 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
         if case.get("stats"):
             parts.append("<h3>Statistics over the passed rounds</h3>")
             parts.append(_html_table(*stats_table(case)))
+        facts = case_facts(case)
+        if facts:
+            parts.append(f"<p>{html.escape(facts)}</p>")
         compared = reference_line(case)
         if compared:
             parts.append(f"<p>{html.escape(compared)}</p>")
@@ -519,20 +681,25 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
         window = monitoring_window(case)
         if image:
             parts.append(f'<img alt="throughput per round" src="data:image/png;base64,{image}">')
+        timelines = []
         for item in case["rounds"]:
             for node in item.get("nodes") or []:
                 node_dir = run_dir / case["case_id"] / f"round{item['round']}" / node["dir"]
                 image = _timeline_plot(node_dir, f"round {item['round']}, {node['dir']}", window)
                 if image:
-                    parts.append(f'<img alt="monitor timeline round {item["round"]}" '
-                                 f'src="data:image/png;base64,{image}">')
+                    timelines.append(f'<img alt="monitor timeline round {item["round"]}" '
+                                     f'src="data:image/png;base64,{image}">')
+        if timelines:
+            # Folded: the figures come first; a timeline is opened when a figure needs it.
+            parts.append(f"<details><summary>Monitor timelines ({len(timelines)})</summary>"
+                         + "".join(timelines) + "</details>")
         parts.append(f"<p>{html.escape(units_line(case))}</p>")
-    for group in summary.get("frameworks") or []:
-        parts.append(f"<h2>Frameworks side by side: {html.escape(framework_heading(group))}</h2>")
-        parts.append(_html_table(*framework_table(group, summary)))
     style = ("body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:"
              "collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
-             "text-align:right}img{display:block;margin:0.5em 0}")
+             "text-align:right}td:first-child,th:first-child{text-align:left}"
+             "img{display:block;margin:0.5em 0;max-width:100%}"
+             ".wide{overflow-x:auto}.passed{color:#2e7d32}.failed{color:#c62828}"
+             ".interrupted{color:#b26a00}")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>flagperf-ansible "
             f"{html.escape(summary['run_id'])}</title><style>{style}</style></head><body>"
             + "\n".join(parts) + "</body></html>\n")

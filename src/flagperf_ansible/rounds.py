@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from flagperf_ansible.layout import ATTEMPTS, ROUND_FILE, ROUND_RECORD, ROUND_START, \
+from flagperf_ansible.layout import ATTEMPTS, ROUND_FILE, ROUND_RECORD, ROUND_START, SYS_INFO, \
     earlier_attempts, planned_round, read_optional, read_plan, write_json
 from flagperf_ansible.datasheet import round_datasheet
 from flagperf_ansible.mfu import round_mfu
@@ -136,7 +136,7 @@ def parse_round(record: dict[str, Any]) -> dict[str, Any]:
             "lost": bool(host.get("lost")), "error": str(host.get("error") or ""),
             "wait_slices": host.get("wait_slices"), "dir": node.name,
             "files": sorted(p.name for p in node.iterdir()) if node.is_dir() else [],
-            "sys_info": read_optional(node / "sys_info.json"),
+            "sys_info": read_optional(node / SYS_INFO),
         })
     started, ended = record.get("started_ms"), record.get("ended_ms")
     # Only the hosts whose node failed: the peers a failure stopped are stopped_hosts.

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from flagperf_ansible.datasheet import case_datasheet
 from flagperf_ansible.flagperf_import import figure_direction, import_flagperf, is_flagperf_layout
 from flagperf_ansible.layout import INTERRUPTED, ROUND_FILE, RUN_FILE, read_json
+from flagperf_ansible.overview import run_overview
 from flagperf_ansible.rounds import round_figures
 from flagperf_ansible.stats import OLYMPIC_MIN_N, case_passes, describe, numeric_fields
 from flagperf_ansible.suites import suite as suite_of
@@ -93,6 +94,42 @@ def _case_stats(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {key: describe(f[key] for f in measured if isinstance(f.get(key), (int, float))
                           and not isinstance(f.get(key), bool))
             for key in numeric_fields(measured)}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def case_monitor(rounds: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What the monitors saw over the case's passed rounds (round.json ``monitor.overall``):
+    ``{device_util_percent_mean (%), device_mem_used_peak_bytes (the highest), device_power_w_mean
+    (W), energy_unit, energy_per_unit_j (J per that unit), cpu_percent_mean (%)}``, means over
+    the rounds; None when no passed round has a monitor summary."""
+    overall = [r["monitor"]["overall"] for r in rounds if _round_passed(r)
+               and isinstance(r.get("monitor"), dict) and isinstance(r["monitor"].get("overall"),
+                                                                    dict)]
+    if not overall:
+        return None
+
+    def mean(key: str) -> float | None:
+        values = [o[key] for o in overall if _number(o.get(key))]
+        return sum(values) / len(values) if values else None
+
+    unit = overall[0].get("energy_unit") or "sample"
+    peaks = [o["device_mem_used_peak_bytes"] for o in overall
+             if _number(o.get("device_mem_used_peak_bytes"))]
+    return {"device_util_percent_mean": mean("device_util_percent_mean"),
+            "device_mem_used_peak_bytes": max(peaks) if peaks else None,
+            "device_power_w_mean": mean("device_power_w_mean"),
+            "energy_unit": unit, "energy_per_unit_j": mean(f"energy_per_{unit}_j"),
+            "cpu_percent_mean": mean("cpu_percent_mean")}
+
+
+def busy_hosts(rounds: list[Mapping[str, Any]]) -> list[str]:
+    """``["round 1: node1_noderank0: load 4.6 on 2 cores"]``: where a round's figures were
+    measured beside other work (``monitoring.busy_host``)."""
+    return [f"round {r['round']}: {entry}" for r in rounds
+            for entry in ((r.get("monitor") or {}).get("overall") or {}).get("busy_hosts") or []]
 
 
 def case_sweep(rounds: list[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -185,8 +222,8 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
             default every ``<case>/round<k>/round.json`` of the run.
 
     Returns:
-        ``{run_id, status, vendor, source, provenance, cases, frameworks}`` (schema
-        ``schemas/summary.schema.json``). Each case: ``case_id``, ``spec``, ``suite``,
+        ``{run_id, status, vendor, source, provenance, overview, cases, frameworks}`` (schema
+        ``schemas/summary.schema.json``; ``overview``: ``overview.run_overview``). Each case: ``case_id``, ``spec``, ``suite``,
         ``profile`` (None on the standard configuration), ``contract``, ``figures``
         (``case_figures``), ``metric``, ``diagnostic``, ``status`` and ``passed`` (by
         ``stats.case_passes``), ``pass_rule``, round
@@ -195,7 +232,8 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         rounds that passed), ``reference`` (``case_reference``: the published figures of the
         same configuration with the rounds' ratios to them, or None), ``datasheet``
         (``datasheet.case_datasheet``: each compared base figure's mean over the vendor's
-        datasheet) and ``sweep`` (``case_sweep``, or None). ``frameworks``:
+        datasheet), ``sweep`` (``case_sweep``, or None), ``monitor`` (``case_monitor``) and
+        ``busy_hosts`` (``busy_hosts``: measured beside other work). ``frameworks``:
         ``framework_comparison``. The run's status is ``passed`` only when every case passed,
         else ``interrupted`` when a case was interrupted or Ctrl-C or SIGTERM stopped the run
         (``layout.INTERRUPTED``) before all its rounds ran (an interrupted report changes no
@@ -265,6 +303,8 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
                                         contract, config, stats),
             "datasheet": case_datasheet(case_rounds, stats),
             "sweep": case_sweep(case_rounds),
+            "monitor": case_monitor(case_rounds),
+            "busy_hosts": busy_hosts(case_rounds),
             "vendor_config": next((r["vendor_config"] for r in case_rounds
                                    if r.get("vendor_config")), None),
         })
@@ -275,6 +315,7 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
         "vendor": run.get("vendor"),
         "source": "flagperf-ansible" if run else "flagperf",
         "provenance": run.get("provenance"),
+        "overview": run_overview(cases, run, rounds),
         "cases": cases,
         "frameworks": framework_comparison(cases),
     }
