@@ -16,10 +16,12 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 from pathlib import Path
 from typing import Any
 
-from flagperf_ansible.layout import SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, write_json, write_text
+from flagperf_ansible.layout import ROUND_START, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, \
+    read_optional, write_json, write_text
 from flagperf_ansible.monitoring import DEFAULT_WINDOW, read_stream
 from flagperf_ansible.overview import counts_line, row_cells, run_overview, when_line
 from flagperf_ansible.perflog import parse_rank_log
@@ -489,17 +491,6 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<div class='wide'><table><tr>{head}</tr>{body}</table></div>"
 
 
-def read_monitor_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
-    """A monitor CSV (first column ``timestamp_ms``) as ``(times_ms, {column: values})``:
-    the numeric columns only (a column with any non-number is left out). Rows are read by
-    ``monitoring.read_stream``, the one reader of monitor CSVs."""
-    rows = read_stream(path)
-    if not rows:
-        return [], {}
-    names = [k for k in rows[0] if k != "timestamp_ms" and all(r.get(k) is not None for r in rows)]
-    return [r["timestamp_ms"] for r in rows], {k: [r[k] for r in rows] for k in names}
-
-
 def _plot_title(case: dict[str, Any], what: str) -> str:
     """A plot's title: the case and what is drawn, and on a second line its profile label, so
     that a plot taken out of the page still says it is not the standard configuration."""
@@ -571,18 +562,91 @@ def monitoring_window(case: dict[str, Any]) -> tuple[str, str]:
     return suite_of(case.get("suite")).window if case.get("suite") else DEFAULT_WINDOW
 
 
-def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str]) -> str | None:
-    """Every numeric monitor column of a node over time, the monitoring window's events and
-    evaluations marked."""
+#: A timeline panel: its y label, then ``(stream, column, label, scale)`` series drawn on it
+#: (values divided by ``scale``); ``*`` stands for every column of the stream not named
+#: elsewhere (cpu_cores.csv: one line per core). ``total`` series are drawn dashed, as the
+#: bound the used series moves under.
+TIMELINE_PANELS = (
+    ("CPU %", (("sys_monitor", "cpu_percent", "host", 1.0), ("cpu_cores", "*", None, 1.0))),
+    ("load (1 min)", (("sys_monitor", "load1", "load1", 1.0),)),
+    ("host memory GB", (("sys_monitor", "mem_used_bytes", "used", 1e9),
+                        ("sys_monitor", "mem_total_bytes", "total", 1e9))),
+    ("disk, network MB/s", (("sys_monitor", "disk_read_Bps", "disk read", 1e6),
+                            ("sys_monitor", "disk_write_Bps", "disk write", 1e6),
+                            ("sys_monitor", "net_recv_Bps", "net recv", 1e6),
+                            ("sys_monitor", "net_sent_Bps", "net sent", 1e6))),
+    ("host power W", (("sys_monitor", "host_power_w", "host", 1.0),)),
+    ("device util %", (("device_monitor", "util_percent", "util", 1.0),)),
+    ("device memory GB", (("device_monitor", "mem_used_bytes", "used", 1e9),
+                          ("device_monitor", "mem_total_bytes", "total", 1e9))),
+    ("device power W", (("device_monitor", "power_w", "power", 1.0),)),
+    ("device temp °C", (("device_monitor", "temp_c", "temp", 1.0),)),
+    ("device clock MHz", (("device_monitor", "clock_mhz", "clock", 1.0),)),
+)
+
+
+def _node_series(node_dir: Path) -> dict[str, dict[str, tuple[list[float], list[float]]]]:
+    """``{stream: {label: (times_ms, values)}}`` of a node's monitor CSVs; the device stream's
+    columns per device (``util 0``, ``util 1``, ...) when it has an ``index`` column."""
+    streams: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    for path in sorted(node_dir.glob("*.csv")):
+        rows = read_stream(path)
+        if not rows:
+            continue
+        columns = [k for k in rows[0] if k not in ("timestamp_ms", "index")]
+        by_device: dict[Any, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_device.setdefault(row.get("index"), []).append(row)
+        found: dict[str, tuple[list[float], list[float]]] = {}
+        for device, group in by_device.items():
+            for column in columns:
+                points = [(r["timestamp_ms"], r[column]) for r in group
+                          if isinstance(r.get(column), (int, float))]
+                if points:
+                    name = column if device is None or len(by_device) == 1 else f"{column} {device}"
+                    found[name] = (list(zip(*points))[0], list(zip(*points))[1])
+        streams[path.stem] = found
+    return streams
+
+
+def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str],
+                   started_ms: float | None = None) -> str | None:
+    """A node's monitors over the round (``TIMELINE_PANELS``): related series on one panel, in
+    GB, MB/s, %, W, MHz; a series that never changes is left out (a total stays, dashed, beside
+    the series it bounds); on the cpu vendor the device panels, which repeat the host's, are
+    left out. x: seconds since the round began (``started_ms``, else the first sample), with
+    the monitoring window's events and evaluations marked."""
     import matplotlib.pyplot as plt
 
-    series = []
-    for path in sorted(node_dir.glob("*.csv")):
-        times, columns = read_monitor_csv(path)
-        series += [(f"{path.stem}: {name}", times, values) for name, values in columns.items()]
-    if not series:
+    streams = _node_series(node_dir)
+    if not streams:
         return None
-    start = min(t[0] for _, t, _ in series if t)
+    try:
+        vendor = json.loads((node_dir / "monitor.json").read_text())["device_info"]["vendor"]
+    except (OSError, ValueError, KeyError, TypeError):
+        vendor = None
+    named = {(stream, column) for _, series in TIMELINE_PANELS for stream, column, _, _ in series}
+    panels = []
+    for ylabel, series in TIMELINE_PANELS:
+        lines = []
+        for stream, column, label, scale in series:
+            if stream == "device_monitor" and vendor == "cpu":
+                continue
+            found = streams.get(stream) or {}
+            chosen = ([(k, v) for k, v in found.items() if (stream, k) not in named]
+                      if column == "*" else
+                      [(k, v) for k, v in found.items() if k.split(" ")[0] == column])
+            for name, (times, values) in chosen:
+                suffix = name[len(column):] if column != "*" else ""
+                lines.append((label + suffix if label else name, times,
+                              [v / scale for v in values], column.endswith("_total_bytes")))
+        varying = [line for line in lines if line[3] or max(line[2]) > min(line[2])]
+        if any(not line[3] for line in varying):
+            panels.append((ylabel, varying))
+    if not panels:
+        return None
+    start = started_ms if started_ms is not None else min(
+        line[1][0] for _, lines in panels for line in lines)
     events = []
     logs = sorted(node_dir.glob("rank*.out.log"))
     if logs:
@@ -590,19 +654,26 @@ def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str]) -> str |
             time_ms = (event.get("metadata") or {}).get("time_ms")
             if isinstance(time_ms, (int, float)):
                 events.append((event.get("event"), (time_ms - start) / 1000.0))
-    fig, axes = plt.subplots(len(series), 1, figsize=(7, 1.6 * len(series)), sharex=True,
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 1.5 * len(panels) + 0.6), sharex=True,
                              squeeze=False)
-    for ax, (name, times, values) in zip(axes[:, 0], series):
-        ax.plot([(t - start) / 1000.0 for t in times], values, lw=1)
-        ax.set_ylabel(name, fontsize=7, rotation=0, ha="right")
-        marks = [(e, *m) for e, m in zip(window, WINDOW_MARKS)] + [EVALUATE_MARK]
+    marks = [(e, *m) for e, m in zip(window, WINDOW_MARKS)] + [EVALUATE_MARK]
+    for ax, (ylabel, lines) in zip(axes[:, 0], panels):
+        many = len(lines) > 4
+        for label, times, values, total in lines:
+            ax.plot([(t - start) / 1000.0 for t in times], values, lw=0.6 if many else 1,
+                    ls="--" if total else "-", label=None if many else label)
+        ax.set_ylabel(ylabel, fontsize=7)
+        ax.tick_params(labelsize=7)
+        if not many and len(lines) > 1:
+            ax.legend(fontsize=6, loc="upper right")
         for event, colour, style in marks:
             for seen, at in events:
                 if seen == event:
                     ax.axvline(at, color=colour, ls=style, lw=0.8)
-    axes[-1, 0].set_xlabel(f"s since the first monitor sample (green {window[0]}, "
-                           f"red {window[1]}, dotted EVALUATE)")
-    axes[0, 0].set_title(title)
+    axes[-1, 0].set_xlabel(f"s since the round began (green {window[0]}, red {window[1]}, "
+                           "dotted EVALUATE)", fontsize=8)
+    axes[0, 0].set_title(title, fontsize=8)
+    fig.tight_layout()
     return _png(fig)
 
 
@@ -685,7 +756,10 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
         for item in case["rounds"]:
             for node in item.get("nodes") or []:
                 node_dir = run_dir / case["case_id"] / f"round{item['round']}" / node["dir"]
-                image = _timeline_plot(node_dir, f"round {item['round']}, {node['dir']}", window)
+                started = read_optional(node_dir.parent / ROUND_START)
+                image = _timeline_plot(
+                    node_dir, _plot_title(case, f"monitors, round {item['round']}, {node['dir']}"),
+                    window, (started or {}).get("started_ms"))
                 if image:
                     timelines.append(f'<img alt="monitor timeline round {item["round"]}" '
                                      f'src="data:image/png;base64,{image}">')
