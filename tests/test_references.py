@@ -165,7 +165,13 @@ def test_no_reference_unless_vendor_hardware_size_and_configuration_match(tmp_pa
                    vendor=vendor, spec=spec, profile=profile)
     summary = build_summary(run)
     assert summary["cases"][0]["reference"] is None
-    assert "vs FlagPerf" not in summary_markdown(summary)
+    markdown = summary_markdown(summary)
+    assert "vs FlagPerf" not in markdown
+    # The published figures are still there, as context, with no ratio.
+    why = ("this ran profile: cpu" if profile else "not this configuration")
+    assert (f"For context only, no ratio ({why}" in markdown
+            and "FlagPerf's A100 1x8 (fp32): e2e_time 50 s, p_whole 100 images/s" in markdown)
+    assert " x," not in markdown.split("For context only", 1)[1].split("\n", 1)[0]
 
 
 def test_a_contract_without_references_has_none(tmp_path):

@@ -222,6 +222,27 @@ def reference_line(case: dict[str, Any]) -> str:
     return line + "".join(f"; {text}" for text in tail) + "."
 
 
+def context_line(case: dict[str, Any]) -> str:
+    """FlagPerf's published figures for a case they cannot be compared with (a profile run, or
+    a configuration FlagPerf did not publish), labelled as context, with no ratio; ``""``
+    when the case has a ``reference`` or publishes nothing."""
+    references = (case.get("contract") or {}).get("references") or []
+    if case.get("reference") or not references:
+        return ""
+    figures = figures_of(case)
+    shown = []
+    for reference in references:
+        values = ", ".join(f"{key} {_fmt(value)}"
+                           + (f" {figures[key]['unit']}" if (figures.get(key) or {}).get("unit")
+                              else "")
+                           for key, value in reference["figures"].items())
+        shown.append(f"{reference['label']} ({reference.get('precision') or ''}): {values}"
+                     .replace(" ()", ""))
+    why = (f"this ran {profile_label(case.get('profile'))}" if profile_label(case.get("profile"))
+           else "not this configuration")
+    return f"For context only, no ratio ({why}): {'; '.join(shown)}."
+
+
 def datasheet_lines(case: dict[str, Any]) -> list[str]:
     """Each compared figure against the vendor's datasheet (summary ``datasheet``), one line
     each: ``busbw 105 GB/s = 35.0 % of spec (interconnect_bandwidth 300 GB/s per device and
@@ -392,7 +413,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         facts = case_facts(case)
         if facts:
             lines += ["", facts]
-        compared = reference_line(case)
+        compared = reference_line(case) or context_line(case)
         if compared:
             lines += ["", compared]
         note = _mfu_note(case)
@@ -727,7 +748,7 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
         facts = case_facts(case)
         if facts:
             parts.append(f"<p>{html.escape(facts)}</p>")
-        compared = reference_line(case)
+        compared = reference_line(case) or context_line(case)
         if compared:
             parts.append(f"<p>{html.escape(compared)}</p>")
         note = _mfu_note(case)
