@@ -1,7 +1,8 @@
 """Human-readable summaries: Markdown (summary.md), a self-contained HTML page with plots
-(summary.html) and a rich table for the terminal; and ``write_summary``, the one writer of a
-run's summary files (the results callback calls it when the report play runs; ``summarize``
-when a person asks).
+(summary.html) and the console's lines; and ``write_summary``, the one writer of a run's summary
+files (the results callback calls it when the report play runs; ``summarize`` when a person
+asks). Each opens with the run's overview (``flagperf_ansible.overview``); the console shows it
+alone, a line per case, and leaves the tables to summary.md.
 
 Columns and units come from each case's ``figures`` in the summary (its own metrics, then its
 suite's figures, ``summary.case_figures``); a round run on a profile other than the standard
@@ -35,6 +36,8 @@ STAT_COLUMNS = ("n", "mean", "std", "cv", "min", "max", "olympic_mean")
 #: window's start and end events, and evaluations.
 WINDOW_MARKS = (("tab:green", "-"), ("tab:red", "-"))
 EVALUATE_MARK = ("EVALUATE", "tab:gray", ":")
+#: The label of figures measured beside other work (``monitoring.busy_host``).
+BUSY_LABEL = "measured on a busy host"
 
 
 def _fmt(value: Any) -> str:
@@ -87,9 +90,9 @@ def _stat(values: dict[str, Any], name: str) -> str:
     return _fmt(values.get(name))
 
 
-#: FINISHED keys that are facts of the case, not measurements: shown once, not as statistics.
 def is_case_fact(name: str) -> bool:
-    """``target_<metric>`` (the configured target) and ``world_size``."""
+    """FINISHED keys that are facts of the case, not measurements, shown once and not as
+    statistics: ``target_<metric>`` (the configured target) and ``world_size``."""
     return name.startswith("target_") or name == "world_size"
 
 
@@ -154,10 +157,6 @@ def _case_heading(case: dict[str, Any]) -> tuple[str, list[str]]:
     if monitor:
         notes.append(monitor)
     return title, notes + inference_notes(case)
-
-
-#: The label of figures measured beside other work (``monitoring.busy_host``).
-BUSY_LABEL = "measured on a busy host"
 
 
 def _gb(value: Any) -> str:
