@@ -199,6 +199,29 @@ def check_console_widths(summary: dict) -> None:
         assert shown.split() == whole.split(), width
 
 
+#: summary.html of this run before its overview and folds: 88,745 px tall at 1400 px.
+PAGE_HEIGHT_BEFORE = 88_745
+
+
+def check_page_in_a_browser(run_dir: Path, scratch: Path) -> None:
+    """summary.html in headless Chromium at 1400 px: the overview first, under a fifth of the
+    height it had, no table wider than the page, no monitor timeline unfolded; screenshots of
+    its top kept beside the run."""
+    from browser import page_metrics, screenshot
+
+    metrics = page_metrics(run_dir / "summary.html", scratch)
+    print(f"summary.html at 1400 px: {metrics['height']} px tall "
+          f"({metrics['height'] / PAGE_HEIGHT_BEFORE:.1%} of {PAGE_HEIGHT_BEFORE}), widest table "
+          f"ends at {metrics['widest_table_right']:.0f} px, {len(metrics['shown_images'])} "
+          f"plots shown, {metrics['folded_images']} folded")
+    assert metrics["h2"][0] == "Overview"
+    assert metrics["height"] < PAGE_HEIGHT_BEFORE / 5, metrics["height"]
+    assert metrics["widest_table_right"] <= metrics["viewport"]
+    assert not [alt for alt in metrics["shown_images"] if alt.startswith("monitor timeline")]
+    assert metrics["folded_images"] >= len(CATALOG)
+    print("screenshot: " + str(screenshot(run_dir / "summary.html", scratch / "summary-top.png")))
+
+
 def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, local_data,
                                                                      tmp_path, venv_env):
     done = subprocess.run(
@@ -258,4 +281,5 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     total = len(summary["cases"])
     assert f"**{total}/{total} passed: base {len(BASE)}/{len(BASE)}, " in markdown
     check_console_widths(summary)
+    check_page_in_a_browser(run_dir, tmp_path)
     assert monitors_left(run_dir.name) == []

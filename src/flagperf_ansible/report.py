@@ -697,6 +697,17 @@ def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str],
     return _png(fig)
 
 
+def _lines(lines: list[str]) -> str:
+    """The non-empty ``lines`` as one paragraph, a line each."""
+    shown = [html.escape(line) for line in lines if line]
+    return f"<p>{'<br>'.join(shown)}</p>" if shown else ""
+
+
+def _folded(title: str, body: str) -> str:
+    """A section folded by default: the figures come first, the detail is a click away."""
+    return f"<details><summary>{html.escape(title)}</summary>{body}</details>"
+
+
 def overview_html(summary: dict[str, Any]) -> str:
     """The overview section of summary.html: counts, when and where, and a table per suite
     whose case cells link to their sections."""
@@ -735,39 +746,32 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
         title, notes = _case_heading(case)
         parts.append(f'<h2 id="{html.escape(case_anchor(case["case_id"]))}">'
                      f"{html.escape(title)}</h2>")
-        parts += [f"<p>{html.escape(note)}</p>" for note in notes]
-        parts.append(f"<p>pass rule: {html.escape(case.get('pass_rule', ''))}</p>")
-        host = _host_line(case)
-        if host:
-            parts.append(f"<p>Host: {html.escape(host)}</p>")
+        parts.append(_lines(notes + [f"pass rule: {case.get('pass_rule', '')}"]))
         parts.append(_html_table(*case_table(case)))
+        parts.append(_lines([case_facts(case), reference_line(case) or context_line(case),
+                             _mfu_note(case)]))
         if case.get("stats"):
-            parts.append("<h3>Statistics over the passed rounds</h3>")
-            parts.append(_html_table(*stats_table(case)))
-        facts = case_facts(case)
-        if facts:
-            parts.append(f"<p>{html.escape(facts)}</p>")
-        compared = reference_line(case) or context_line(case)
-        if compared:
-            parts.append(f"<p>{html.escape(compared)}</p>")
-        note = _mfu_note(case)
-        if note:
-            parts.append(f"<p>{html.escape(note)}</p>")
+            header, rows = stats_table(case)
+            parts.append(_folded(f"Statistics over the passed rounds ({len(rows)} figures)",
+                                 _html_table(header, rows)))
         sweep = sweep_table(case)
         if sweep:
-            parts.append("<h3>Message-size sweep (means over the passed rounds)</h3>")
-            parts.append(_html_table(*sweep))
             image = _sweep_plot(case)
             parts.append('<img alt="bandwidth vs message size" '
                          f'src="data:image/png;base64,{image}">')
+            parts.append(_folded(f"Message-size sweep, means over the passed rounds "
+                                 f"({len(sweep[1])} sizes)", _html_table(*sweep)))
         against = datasheet_lines(case)
         if against:
-            parts.append("<h3>Against the vendor's datasheet</h3><ul>"
-                         + "".join(f"<li>{html.escape(line)}</li>" for line in against) + "</ul>")
+            items = "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in against) + "</ul>"
+            if all("no ratio" in line for line in against):     # nothing to compare: folded
+                parts.append(_folded("Against the vendor's datasheet: no ratio", items))
+            else:
+                parts.append(f"<h3>Against the vendor's datasheet</h3>{items}")
         formulas = formula_lines(case)
         if formulas:
-            parts.append("<h3>How each figure is derived</h3><ul>"
-                         + "".join(f"<li>{html.escape(line)}</li>" for line in formulas) + "</ul>")
+            parts.append(_folded("How each figure is derived", "<ul>" + "".join(
+                f"<li>{html.escape(line)}</li>" for line in formulas) + "</ul>"))
         image = _throughput_plot(case)
         window = monitoring_window(case)
         if image:
@@ -784,16 +788,17 @@ def summary_html(run_dir: Path, summary: dict[str, Any]) -> str:
                     timelines.append(f'<img alt="monitor timeline round {item["round"]}" '
                                      f'src="data:image/png;base64,{image}">')
         if timelines:
-            # Folded: the figures come first; a timeline is opened when a figure needs it.
-            parts.append(f"<details><summary>Monitor timelines ({len(timelines)})</summary>"
-                         + "".join(timelines) + "</details>")
-        parts.append(f"<p>{html.escape(units_line(case))}</p>")
-    style = ("body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:"
+            parts.append(_folded(f"Monitor timelines ({len(timelines)})", "".join(timelines)))
+        host = _host_line(case)
+        parts.append(_folded("Units and host", _lines(
+            [units_line(case), f"Host: {host}" if host else ""])))
+    style = ("body{font-family:sans-serif;max-width:84em;margin:auto}table{border-collapse:"
              "collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
              "text-align:right}td:first-child,th:first-child{text-align:left}"
              "img{display:block;margin:0.5em 0;max-width:100%}"
              ".wide{overflow-x:auto}.passed{color:#2e7d32}.failed{color:#c62828}"
-             ".interrupted{color:#b26a00}")
+             ".interrupted{color:#b26a00}summary{cursor:pointer;margin:0.2em 0}"
+             "h2{font-size:1.3em;margin:1.2em 0 0.3em}h3{margin:0.6em 0 0.2em}p{margin:0.4em 0}")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>flagperf-ansible "
             f"{html.escape(summary['run_id'])}</title><style>{style}</style></head><body>"
             + "\n".join(parts) + "</body></html>\n")
