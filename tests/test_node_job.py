@@ -71,6 +71,29 @@ def test_wait_reports_a_running_case_after_its_slice(tmp_path):
     _kill_group(out)
 
 
+def test_wait_tells_where_a_running_case_is_from_rank_0s_perflog(tmp_path):
+    """A running case's progress: its last epoch and step, its last evaluation's metrics."""
+    out = tmp_path / "node"
+    lines = ['partial line cut by the tail"}',
+             '[PerfLog] {"event": "EPOCH_BEGIN", "value": {"epoch": 2}, "metadata": {"time_ms": 5}}',
+             '[PerfLog] {"event": "EVALUATE", "value": {"epoch": 2, "global_steps": 88, '
+             '"acc1": 36.1}, "metadata": {"time_ms": 6}}',
+             'some other output',
+             '[PerfLog] {"event": "STEP_END", "value": {"epoch": 3, "global_steps": 100, '
+             '"loss": 2.3}, "metadata": {"time_ms": 7}}']
+    start(out, sys.executable, "-c",
+          "import sys, time; open('rank0.out.log', 'w').write(sys.argv[1]); time.sleep(30)",
+          "\n".join(lines) + "\n")
+    deadline = time.monotonic() + 30
+    while not (out / "rank0.out.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    poll = json.loads(wait(out, 0.2)["stdout"])
+    assert poll["finished"] == 0
+    assert poll["progress"] == {"event": "STEP_END", "epoch": 3, "global_steps": 100,
+                                "metrics": {"acc1": 36.1}, "time_ms": 7}
+    _kill_group(out)
+
+
 def test_the_host_kills_the_whole_process_group_at_the_timeout(tmp_path):
     out = tmp_path / "node"
     start(out, "sh", "-c", "sleep 60 & sleep 60", timeout=1)

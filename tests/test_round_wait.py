@@ -80,3 +80,50 @@ def test_an_orchestration_error_fails_the_round_with_its_words_never_as_interrup
     # An error that stopped the whole run mid-round comes before an interrupt's word.
     assert round_status([], None, interrupted=False, error="maximum recursion depth exceeded") == (
         "failed", "orchestration error: maximum recursion depth exceeded")
+
+
+def node_wait_module():
+    """plugins/action/node_wait.py, loaded by file as Ansible loads it."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "plugins/action/node_wait.py"
+    spec = importlib.util.spec_from_file_location("node_wait_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_progress_line_says_where_rank_0_is_and_how_long_at_most_is_left():
+    module = node_wait_module()
+    line = module.progress_line
+    assert line({}, 12, 8) == ""                              # no epoch or step written yet
+    assert line({"event": "STEP_END", "global_steps": 7}, 12, None) == "step 7; 12 s in"
+    # Epoch 3 evaluated after 90 s: 30 s an epoch, 5 of 8 planned epochs left.
+    evaluated = {"event": "EVALUATE", "epoch": 3, "global_steps": 132,
+                 "metrics": {"acc1": 49.444}}
+    assert line(evaluated, 90, 8) == ("epoch 3/8, step 132, acc1 49.44; 1 min 30 s in, at most "
+                                      "2 min 30 s left")
+    # Inside epoch 4: three finished, the same estimate.
+    assert line({**evaluated, "event": "STEP_END", "epoch": 4}, 90, 8).endswith(
+        "at most 2 min 30 s left")
+    assert module.planned_epochs({"config": {"epochs": 8}}) == 8
+    assert module.planned_epochs({"config": {"max_steps": 100}}) is None
+
+
+def test_the_wrapper_puts_the_progress_on_its_bar():
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from flagperf_ansible.runner import Wrapper
+
+    wrapper = Wrapper(None, Console(file=io.StringIO()))
+    with Progress(console=wrapper.console) as progress:
+        wrapper._progress, wrapper._task = progress, progress.add_task("x", total=1)
+        wrapper._label = "resnet50-pytorch-cpux1x1 round 1/1"
+        wrapper._on_event({"event": "verbose",
+                           "stdout": "flagperf-progress: node1: epoch 3/8, step 132; 1 min in"})
+        shown = progress.tasks[0].description
+    assert shown == "resnet50-pytorch-cpux1x1 round 1/1: node1: epoch 3/8, step 132; 1 min in"

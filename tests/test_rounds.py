@@ -5,6 +5,7 @@ interrupted), its node stopped and its files fetched."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,8 @@ def test_a_round_of_a_thousand_wait_slices_passes_through_site_yml(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:]
     short = local.round()
     assert short["status"] == "passed", short["reason"]
+    # Where rank 0 is, from its PerfLog, while the wait goes on (the wrapper's bar takes it).
+    assert re.search(r"flagperf-progress: \S+: step \d+; \d+ s in", done.stdout), done.stdout[-3000:]
     per_slice = 3.0 / short["nodes"][0]["wait_slices"]
     duration = max(20.0, 1.3 * 1000 * per_slice)
 

@@ -23,6 +23,12 @@ Options:
   nodes that this one failed (a round's rescue, when a task failed on this host before or
   during its wait: its peers must not wait for it until the timeout).
 
+While the node runs, where rank 0 is (its epoch, step and last evaluation, from its PerfLog
+lines) is shown as one line per new epoch or evaluation, or per minute at most, ``flagperf-progress: <host>: epoch 3, step 132, acc1
+49.44; 1 min 40 s in, at most 2 min left``, which the wrapper's progress bar takes; the time
+left is estimated where the play's round (``flagperf_round``) plans a number of epochs (a case
+that reaches its target stops earlier, hence "at most").
+
 Returns ``node`` (``node_job.py wait``'s last report: ``finished``, ``rc``, ``timed_out``,
 ``msg``, ``stdout``, and ``result``, a supervised module's), ``slices`` (exchanges made),
 ``stopped_by`` (the peer whose node failed or whose host was lost, when that ended the wait)
@@ -92,6 +98,9 @@ class ActionModule(ActionBase):
         executable = to_text(args.get("executable") or "python3")
 
         deadline = time.monotonic() + timeout + grace
+        began = time.monotonic()
+        epochs = planned_epochs(task_vars.get("flagperf_round"))
+        shown, shown_at = None, 0.0
         slices, node, stopped_by = 0, {"finished": 0}, None
         while True:
             seconds = max(min(slice_s, deadline - time.monotonic()), 0)
@@ -110,6 +119,13 @@ class ActionModule(ActionBase):
                 if board is not None:
                     board.publish(host, "failed" if node_failed(node) else "ended")
                 break
+            where = node.get("progress") or {}
+            line = progress_line(where, time.monotonic() - began, epochs)
+            # A line per new epoch or evaluation, else one a minute at most.
+            key = (where.get("epoch"), json.dumps(where.get("metrics"), sort_keys=True))
+            if line and (key != shown or time.monotonic() - shown_at >= 60):
+                shown, shown_at = key, time.monotonic()
+                self._display.display(f"flagperf-progress: {host}: {line}")
             stopped_by = board.stopping_peer(host) if board is not None else None
             if stopped_by is not None or time.monotonic() >= deadline:
                 break
@@ -118,3 +134,38 @@ class ActionModule(ActionBase):
         # The node's own words, for a reader of the task's output.
         result["msg"] = json.dumps({k: node.get(k) for k in ("finished", "rc", "timed_out", "msg")})
         return result
+
+
+def planned_epochs(round_: object) -> int | None:
+    """The epochs a plan round's configuration plans (``epochs``, ``max_epochs``), or None."""
+    config = round_.get("config") if isinstance(round_, dict) else None
+    for key in ("epochs", "max_epochs"):
+        value = (config or {}).get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
+
+
+def progress_line(progress: dict, elapsed_s: float, epochs: int | None) -> str:
+    """``epoch 3, step 132, acc1 49.44; 1 min 40 s in, at most 2 min 30 s left`` from
+    ``node_job.py wait``'s ``progress``; ``""`` before rank 0's first PerfLog line with an
+    epoch or a step. The time left: the elapsed time per finished epoch times the epochs
+    still planned (an epoch is finished once evaluated or ended)."""
+    parts = []
+    if "epoch" in progress:
+        parts.append(f"epoch {progress['epoch']}" + (f"/{epochs}" if epochs else ""))
+    if "global_steps" in progress:
+        parts.append(f"step {progress['global_steps']}")
+    if not parts:
+        return ""
+    parts += [f"{name} {value:.4g}" for name, value in (progress.get("metrics") or {}).items()]
+    timing = f"{_duration(elapsed_s)} in"
+    done = progress.get("epoch", 0) - (progress.get("event") not in ("EVALUATE", "EPOCH_END"))
+    if epochs and done > 0:
+        timing += f", at most {_duration(elapsed_s / done * max(epochs - done, 0))} left"
+    return ", ".join(parts) + "; " + timing

@@ -293,6 +293,11 @@ class Wrapper:
                 self._failures.extend(failure_lines(data))
                 if data.get("task") and data["task"] not in self._failed_tasks:
                     self._failed_tasks.append(data["task"])
+        elif event.get("event") == "verbose" and "flagperf-progress:" in (event.get("stdout") or ""):
+            # Where the round's rank 0 is (plugins/action/node_wait.py): on the bar, not a line.
+            if self._progress is not None:
+                where = (event.get("stdout") or "").split("flagperf-progress:", 1)[1].strip()
+                self._progress.update(self._task, description=f"{self._label}: {where}")
         elif event.get("event") == "verbose" and "flagperf:" in (event.get("stdout") or ""):
             self.console.print((event.get("stdout") or "").strip())
         return True

@@ -27,7 +27,8 @@ would cost four more ssh exchanges and a second module run to start.
 
 ``wait`` waits on the host up to S seconds (no traffic with the controller meanwhile) and
 prints that document once it exists, with the last 4 KiB of ``launcher.log`` as ``stdout``;
-``{"finished": 0}`` while ARGV still runs; ``finished`` with ``rc`` null and a ``msg`` when
+``{"finished": 0, "progress": ...}`` while ARGV still runs (``progress``: where rank 0 is, from
+its PerfLog lines); ``finished`` with ``rc`` null and a ``msg`` when
 the supervisor is gone without a word (killed). One start and one wait per 10 s slice are the
 round's only steps on a host for its case, one ssh exchange each and no module run: Ansible's
 async jobs cost about four ssh exchanges and a module run to start and a module run per poll.
@@ -67,6 +68,9 @@ STATUS = "launch.json"
 PID = "launch.pid"
 LOG = "launcher.log"
 RESULT = "job_result.json"
+#: Rank 0's log in DIR, whose PerfLog lines tell a running node's progress (``wait``).
+RANK0_LOG = "rank0.out.log"
+PERFLOG = "[PerfLog] "
 TIMEOUT_MSG = "Timeout exceeded"   # the words Ansible's async_wrapper uses for the same end
 # Set in the case's environment to its folder: marks its processes as this node's (stop).
 OWNER_ENV = "FLAGPERF_NODE_DIR"
@@ -337,8 +341,35 @@ def wait(args: argparse.Namespace) -> dict:
                     "msg": "the case's supervisor is gone (killed, or never started)"}
         left = deadline - time.monotonic()
         if left <= 0:
-            return {"finished": 0}
+            return {"finished": 0, "progress": progress(out)}
         time.sleep(min(0.2, left))
+
+
+def progress(out: Path) -> dict:
+    """Where rank 0 is, from the PerfLog lines in the last 8 KiB of its log: ``{"event" (the
+    last), "epoch", "global_steps", "metrics": {name: value} (the last EVALUATE's), "time_ms"}``
+    as far as they were written; ``{}`` before the first."""
+    found: dict = {}
+    for line in tail(out / RANK0_LOG, 8192).splitlines():
+        at = line.find(PERFLOG)
+        if at < 0:
+            continue
+        try:
+            record = json.loads(line[at + len(PERFLOG):])
+        except ValueError:
+            continue                                    # the first line, cut by the tail
+        if not isinstance(record, dict):
+            continue
+        value = record.get("value") if isinstance(record.get("value"), dict) else {}
+        if record.get("event") == "EVALUATE":
+            found["metrics"] = {k: v for k, v in value.items() if k not in ("epoch", "global_steps")
+                                and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        for key in ("epoch", "global_steps"):
+            if isinstance(value.get(key), int):
+                found[key] = value[key]
+        found["event"] = record.get("event")
+        found["time_ms"] = (record.get("metadata") or {}).get("time_ms")
+    return found
 
 
 def tail(path: Path, size: int = 4096) -> str:
