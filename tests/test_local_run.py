@@ -283,3 +283,21 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     check_console_widths(summary)
     check_page_in_a_browser(run_dir, tmp_path)
     assert monitors_left(run_dir.name) == []
+
+
+def test_run_takes_one_case_with_its_data_from_the_command_line(project, local_data, tmp_path,
+                                                                venv_env):
+    """``run --case SPEC=DATA_DIR`` in the suite form that ``cases`` lists: that case alone,
+    on that data, instead of the inventory's 30."""
+    done = subprocess.run(
+        [sys.executable, "-m", "flagperf_ansible", "run", "-i", "inventories/local",
+         "--case", "resnet50:pytorch:inference:cpu:1:1:1=data/digits",
+         "--results-dir", str(tmp_path)],
+        cwd=project, capture_output=True, text=True, env=venv_env, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = only_run_dir(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [c["case_id"] for c in summary["cases"]] == ["resnet50-pytorch-inference-cpux1x1"]
+    (case,) = summary["cases"]
+    assert case["status"] == "passed" and case["spec"]["data_dir"] == "data/digits"
+    assert "resnet50-pytorch-inference-cpux1x1: passed (profile cpu);" in done.stdout
