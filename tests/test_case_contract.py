@@ -215,16 +215,14 @@ def test_preflight_check_finds_a_missing_exist_onnx_path(digits_dir, tmp_path):
     """An inference round's exist_onnx_path, from the plan through the requests filter to
     layout_check.py as preflight pipes it to a (remote) host: a file under the data folder, or
     absolute."""
-    import importlib.util
     import json
     import shutil
 
+    from filter_plugins_loader import load_plugin
+
     data = tmp_path / "data"
     shutil.copytree(digits_dir, data)
-    plugin = ROOT / "plugins/filter/flagperf_data.py"
-    spec = importlib.util.spec_from_file_location("flagperf_data_filters", plugin)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_plugin("plugins/filter/flagperf_data.py")
     script = ROOT / "src/flagperf_ansible/datasets/layout_check.py"
 
     def check(onnx: str) -> tuple[int, list[str]]:

@@ -95,6 +95,22 @@ class Scene:
     def round(self, case_id: str = "sleep-pytorch-cpux2x1", number: int = 1) -> dict:
         return json.loads((self.run_dir() / case_id / f"round{number}" / "round.json").read_text())
 
+    def interrupt_once_written(self, process, pattern: str, seconds: float = 300) -> str:
+        """Ctrl-C (SIGINT) to ``process`` as soon as a file matching ``pattern`` (under the
+        results folder) exists; its output once it ended (it is killed if it has not within
+        ``seconds``)."""
+        try:
+            deadline = time.monotonic() + seconds
+            while not list(self.results.glob(pattern)):
+                assert process.poll() is None and time.monotonic() < deadline, \
+                    process.communicate()[0][-3000:]
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)
+            return process.communicate(timeout=seconds)[0]
+        finally:
+            if process.poll() is None:
+                process.kill()
+
     def wait_for_round_start(self, process, case_id="sleep-pytorch-cpux2x1", seconds=300):
         """Block until the round's case runs on both hosts, its monitors sampling."""
         deadline = time.monotonic() + seconds
@@ -354,17 +370,7 @@ def test_an_interrupt_before_the_first_round_records_the_run_and_its_case_as_int
     round: no round ran, none failed."""
     scene = Scene(cluster, tmp_path, {"duration": 0.5})
     running = scene.wrapper(background=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not list(scene.results.glob("run*/plan.json")):
-            assert running.poll() is None and time.monotonic() < deadline, \
-                running.communicate()[0][-3000:]
-            time.sleep(0.1)
-        running.send_signal(signal.SIGINT)
-        output, _ = running.communicate(timeout=300)
-    finally:
-        if running.poll() is None:
-            running.kill()
+    output = scene.interrupt_once_written(running, "run*/plan.json")
     assert running.returncode == 130, output[-3000:]
     marked = json.loads((scene.run_dir() / "interrupted.json").read_text())
     assert marked["phase"] in ("preflight", "prepare"), marked
@@ -383,17 +389,7 @@ def test_an_interrupt_between_rounds_keeps_the_round_that_ran(cluster, tmp_path)
     scene = Scene(cluster, tmp_path, {"duration": 0.5}, runtime="docker", launcher="torchrun")
     scene.extra["flagperf_cases"][0]["repeat"] = 2
     running = scene.playbook(background=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not list(scene.results.glob("run*/sleep-pytorch-cpux2x1/round1/round.json")):
-            assert running.poll() is None and time.monotonic() < deadline, \
-                running.communicate()[0][-3000:]
-            time.sleep(0.05)
-        running.send_signal(signal.SIGINT)
-        output, _ = running.communicate(timeout=300)
-    finally:
-        if running.poll() is None:
-            running.kill()
+    output = scene.interrupt_once_written(running, "run*/sleep-pytorch-cpux2x1/round1/round.json")
     assert running.returncode == 99, output[-3000:]
     assert scene.round()["status"] == "passed"
     marked = json.loads((scene.run_dir() / "interrupted.json").read_text())

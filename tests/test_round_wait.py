@@ -5,6 +5,7 @@ controller (RoundBoard); a round's status and who is to blame."""
 import pytest
 
 from flagperf_ansible.rounds import round_status
+from filter_plugins_loader import load_plugin
 from flagperf_ansible.round_wait import RoundBoard, job_status, node_outcome
 
 RUNNING = {"started": 1, "finished": 0, "ansible_job_id": "j1"}
@@ -82,20 +83,8 @@ def test_an_orchestration_error_fails_the_round_with_its_words_never_as_interrup
         "failed", "orchestration error: maximum recursion depth exceeded")
 
 
-def node_wait_module():
-    """plugins/action/node_wait.py, loaded by file as Ansible loads it."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "plugins/action/node_wait.py"
-    spec = importlib.util.spec_from_file_location("node_wait_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_progress_line_says_where_rank_0_is_and_how_long_at_most_is_left():
-    module = node_wait_module()
+    module = load_plugin("plugins/action/node_wait.py")
     line = module.progress_line
     assert line({}, 12, 8) == ""                              # no epoch or step written yet
     assert line({"event": "STEP_END", "global_steps": 7}, 12, None) == "step 7; 12 s in"

@@ -3,7 +3,6 @@ real driver wrote, through finalize_round."""
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -12,6 +11,7 @@ from flagperf_ansible.report import case_table, print_summary
 from flagperf_ansible.report import write_summary
 from flagperf_ansible.layout import mark_interrupted
 from flagperf_ansible.summary import build_summary
+from filter_plugins_loader import load_plugin
 from run_outputs import BASE, CASE, CPU_PROFILE, INFERENCE, make_run, make_suite_run
 
 PROFILE_LABEL = ("profile: cpu, not the standard configuration "
@@ -81,21 +81,10 @@ def test_an_interrupted_report_changes_no_status(tmp_path):
     assert summary["cases"][0]["status"] == summary["status"] == "failed"
 
 
-def results_callback():
-    """The results callback plugin's class, loaded as Ansible loads it (by file)."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "plugins/callback/flagperf_results.py"
-    spec = importlib.util.spec_from_file_location("flagperf_results_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_an_interrupt_while_the_html_is_drawn_keeps_json_and_md(tmp_path, monkeypatch):
     make_run(tmp_path, [10, 10])
     (tmp_path / "summary.html").write_text("an earlier report's")
-    module = results_callback()
+    module = load_plugin("plugins/callback/flagperf_results.py")
 
     def interrupted(*_args):
         raise KeyboardInterrupt
@@ -118,7 +107,7 @@ def test_an_interrupt_between_rounds_marks_the_run_and_writes_the_summary(tmp_pa
                                                                           wrapped):
     make_run(tmp_path, [10, 10, 10])
     (tmp_path / CASE / "round3" / "round.json").unlink()
-    module = results_callback()
+    module = load_plugin("plugins/callback/flagperf_results.py")
     if wrapped:
         monkeypatch.setenv(module.REPORT_STEP_FOLLOWS_ENV, "1")
     else:
