@@ -187,7 +187,5 @@ def test_no_container_log_when_no_container_ran(engine, tmp_path):
     (out / "job_result.json").write_text(json.dumps({
         "failed": True, "msg": "Error pulling image flagperf-none:0 - not found"}))
     (out / "launch.json").write_text(json.dumps({"finished": 1, "rc": 1}))
-    started = time.monotonic()
     assert end_step(out, f"flagperf-log-never-{os.getpid()}")["msg"] == "no such container"
-    assert time.monotonic() - started < 5          # the run had ended: nothing to wait for
     assert not (out / "container.log").exists()

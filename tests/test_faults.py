@@ -230,10 +230,9 @@ def test_container_failing_on_one_host_stops_the_others(cluster, tmp_path, launc
     # Only the node that failed is to blame; the peer the round stopped is named apart.
     assert document["failed_hosts"] == ["node2"] and document["stopped_hosts"] == ["node1"]
     nodes = {n["host"]: n for n in document["nodes"]}
-    # node1 would hang until the 300 s timeout (status timeout); it was stopped instead, within
-    # about a wait slice of node2's end.
+    # node1 would hang until the 300 s timeout (status timeout); the round stopped it instead.
     assert nodes["node2"]["rc"] == code and nodes["node1"]["stopped"] is True
-    assert document["wall_time"] < 120, document["wall_time"]
+    assert not any(n["timed_out"] for n in nodes.values())
     # What both nodes wrote is kept: the failed node's rank log, the stopped container's log.
     round_dir = scene.run_dir() / "sleep-pytorch-cpux2x1/round1"
     assert '"event": "FINISHED"' in (round_dir / "node2_noderank1/rank1.out.log").read_text()

@@ -315,9 +315,7 @@ def test_foo_time_is_reported_never_subtracted(case_dir, tmp_path):
     assert run.returncode == 0, run.log
     done, end = run.finished, run.value("INFERENCE_END")
     assert done["foo_time"] == pytest.approx(0.05 * BATCHES)
-    # The measured core time, well under the claimed foo_time: subtracting it would give a
-    # negative time.
-    assert end["core_s"] < done["foo_time"]
+    # The throughputs divide by the measured times as they are: foo_time is not taken off.
     assert done["p_inference_core"] == pytest.approx(REPEAT * ITEMS / end["core_s"])
     assert done["p_inference_whole"] == pytest.approx(REPEAT * ITEMS / end["whole_s"])
     assert done["final_acc_gap"] == 0.0
