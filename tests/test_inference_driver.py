@@ -23,6 +23,7 @@ import yaml
 
 from driver.torch.inference import InferenceError, PathResult, load_engine_class
 from flagperf_ansible.perflog import parse_lines
+from flagperf_ansible.suites import round_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -131,7 +132,7 @@ class InferModel:
 CONFIG = {"batch_size": BATCH, "flops": "2*1.2e3", "fp16": False, "compiler": "onnxruntime",
           "num_workers": 0, "log_freq": 2, "repeat": REPEAT, "no_validation": False,
           "exist_onnx_path": None, "exist_compiler_path": None, "random_seed": 7,
-          "target_acc_gap": 0.05, "ort_threads": 1}
+          "target_acc_gap": 0.05, "target_output_rel_error": 0.01, "ort_threads": 1}
 
 SEVEN_STEPS = ["INIT_START", "INIT_END", "VALIDATION_START", "VALIDATION_END", "EXPORT_START",
                "EXPORT_END", "COMPILE_START", "COMPILE_END", "INFERENCE_START", "INFERENCE_END",
@@ -142,7 +143,8 @@ FINISHED_KEYS = {
     "target_acc_gap", "validation_latency_p50", "validation_latency_p90",
     "validation_latency_p99", "inference_latency_p50", "inference_latency_p90",
     "inference_latency_p99", "foo_time", "num_items", "export_time", "compile_time", "compiler",
-    "paths_run", "precision", "batch_size", "device"}
+    "paths_run", "precision", "batch_size", "device", "output_rel_error", "top1_agreement",
+    "target_output_rel_error"}
 
 
 class Run:
@@ -222,6 +224,9 @@ def test_the_seven_steps_in_order_and_their_figures(first, case_dir):
     assert done["final_acc_gap"] == pytest.approx(
         abs(done["val_average_acc"] - done["infer_average_acc"]))
     assert done["final_acc_gap"] <= done["target_acc_gap"] == 0.05
+    # onnxruntime computes the exported model: the same outputs, to float rounding.
+    assert done["output_rel_error"] < 1e-5 and done["top1_agreement"] == 1.0
+    assert round_verdict("inference", done, {"target": TARGET}) == (True, "")
     for path in ("validation", "inference"):
         assert done[f"p_{path}_core"] >= done[f"p_{path}_whole"] > 0
         p50, p90, p99 = (done[f"{path}_latency_p{q}"] for q in (50, 90, 99))
@@ -319,6 +324,38 @@ def test_foo_time_is_reported_never_subtracted(case_dir, tmp_path):
     assert done["p_inference_core"] == pytest.approx(REPEAT * ITEMS / end["core_s"])
     assert done["p_inference_whole"] == pytest.approx(REPEAT * ITEMS / end["whole_s"])
     assert done["final_acc_gap"] == 0.0
+
+
+#: An engine whose outputs are one value for every class and input: where a model predicts
+#: nearly one class, its accuracy may be close to the model's, yet it computes another function.
+CONSTANT_ENGINE = '''
+import torch
+
+
+class InferModel:
+    def __init__(self, config, onnx_path, model):
+        self.model = model
+
+    def __call__(self, inputs):
+        outputs = self.model(*inputs)
+        return torch.zeros_like(outputs) + outputs.mean(), 0.0
+'''
+TARGET = {"metric": "final_acc_gap", "comparison": "<=", "config_key": "target_acc_gap"}
+
+
+def test_an_engine_whose_outputs_are_not_the_models_fails_its_round(case_dir, tmp_path):
+    """Outputs collapsed to one value for every class: the round fails on its outputs, whatever
+    the accuracy gap says."""
+    (tmp_path / "inference_engine").mkdir()
+    (tmp_path / "inference_engine" / "flat.py").write_text(CONSTANT_ENGINE)
+    run = run_case(case_dir, "flat", vendor_dir=tmp_path, compiler="flat",
+                   exist_onnx_path="unused.onnx")
+    assert run.returncode == 0, run.log
+    done = run.finished
+    assert done["output_rel_error"] > 0.5 and done["target_output_rel_error"] == 0.01
+    passed, reason = round_verdict("inference", {**done, "final_acc_gap": 0.0}, {"target": TARGET})
+    assert not passed and reason.startswith("the engine's outputs are not the framework's: "
+                                            "output_rel_error "), reason
 
 
 def test_path_result_figures():

@@ -3,7 +3,8 @@
 A suite decides (DESIGN.md "suite"):
 
 * the pass rule of a round (``round_verdict``): training converges to its target, inference
-  ran and its accuracy is within its bound, base ran and reported every figure it declares
+  ran, its accuracy is within its bound and its engine's outputs are the framework's (within
+  ``target_output_rel_error``), base ran and reported every figure it declares
   (or why the device cannot measure it, FINISHED ``not_measured``),
   diagnostic ran to FINISHED;
 * the standard figures of FINISHED with their directions and units (``Suite.figures``), which
@@ -138,8 +139,15 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
         met = target_met(finished, target) if target else None
         if met is None:
             return False, f"FINISHED lacks {target['metric'] if target else 'the metric'} or its target"
-        return (True, "") if met else (False, f"{target['metric']} outside its bound "
-                                               f"({target['comparison']} target)")
+        if not met:
+            return False, f"{target['metric']} outside its bound ({target['comparison']} target)"
+        # The engine computes the framework's model: its outputs, not only its accuracy.
+        error = _number(finished.get("output_rel_error"))
+        bound = _number(finished.get("target_output_rel_error"))
+        if error is not None and bound is not None and not error <= bound:
+            return False, (f"the engine's outputs are not the framework's: output_rel_error "
+                           f"{error:.3g} above {bound:g}")
+        return True, ""
     if name == "base":
         # A figure the device cannot measure (TF32 on a CPU) is reported as not measured, with
         # the reason; one that is neither a number nor explained is missing.

@@ -44,8 +44,11 @@ Figures (FINISHED; FlagPerf's names where it has them). Upstream's
 Upstream subtracts the engine's ``foo_time`` from both times; here it is summed and reported
 (``foo_time``), never subtracted (issue #27): what an engine leaves out of its own timing is
 still time the user waits for. ``final_acc_gap = |val_average_acc - infer_average_acc|``, the
-bound being ``target_acc_gap``; latencies are per batch (core time, ms), percentiles by linear
-interpolation (numpy's default); ``e2e_time`` runs from :func:`main`'s start (after the imports,
+bound being ``target_acc_gap``; beyond FlagPerf, the engine's outputs are set beside the
+framework's on the first batches (``output_rel_error`` within ``target_output_rel_error``,
+``top1_agreement``: :func:`output_agreement`), since an accuracy gap cannot tell a wrong
+engine where the model predicts nearly one class; latencies are per batch (core time, ms),
+percentiles by linear interpolation (numpy's default); ``e2e_time`` runs from :func:`main`'s start (after the imports,
 as upstream's ``run_inference.py`` times it) to FINISHED.
 
 Errors a user can fix (a configuration key, the compiler's file or class, an engine that fails
@@ -113,6 +116,9 @@ class PathResult:
         correct, counted: the evaluator's sums.
         foo_time: the engine's own ``foo_time`` summed over batches (s); reported, never
             subtracted.
+        outputs: the first ``KEPT_BATCHES`` batches' outputs of the first pass (``_kept``:
+            float32 on the CPU), to set the two paths' outputs side by side
+            (:func:`output_agreement`).
     """
 
     items: int = 0
@@ -123,6 +129,7 @@ class PathResult:
     correct: int = 0
     counted: int = 0
     foo_time: float = 0.0
+    outputs: list[torch.Tensor] = field(default_factory=list, repr=False)
 
     @property
     def whole(self) -> float | None:
@@ -157,6 +164,51 @@ class PathResult:
                 "core_s": self.core_s, "throughput_whole": self.whole,
                 "throughput_core": self.core, "correct": self.correct, "counted": self.counted,
                 "accuracy": self.accuracy, "foo_time": self.foo_time}
+
+
+#: Batches whose outputs each path keeps (of its first pass) for :func:`output_agreement`,
+#: and the most values kept of each (16 MiB of float32): enough to tell a wrong engine, bounded
+#: memory whatever the data set and model (BERT-large's logits are 15.6 M values a sequence).
+KEPT_BATCHES = 8
+KEPT_VALUES = 1 << 22
+
+
+def _kept(outputs: Any) -> torch.Tensor | None:
+    """The part of a batch's outputs kept: the first output tensor as rows of its last
+    dimension (classes, vocabulary), the first rows up to ``KEPT_VALUES`` values."""
+    while isinstance(outputs, (list, tuple)) and outputs:
+        outputs = outputs[0]
+    if not isinstance(outputs, torch.Tensor) or outputs.dim() == 0:
+        return None
+    if not outputs.is_floating_point():           # predicted ids already: kept as they are
+        return outputs.reshape(-1)[:KEPT_VALUES].clone()
+    rows = outputs.reshape(-1, outputs.shape[-1])
+    return rows[: max(1, KEPT_VALUES // max(rows.shape[1], 1))].clone()
+
+
+def output_agreement(validation: PathResult, inference: PathResult) -> dict[str, float | None]:
+    """The engine's outputs against the framework's on the same batches (each path's kept
+    ``outputs``): ``output_rel_error``, the largest over batches of ``||engine - framework||
+    / ||framework||`` (L2 over the kept outputs, e.g. logits), and ``top1_agreement``, the
+    fraction of rows (the last dimension's argmax) where both pick the same class or token;
+    for outputs that are ids already (integers), the share of ids that differ and agree. Both None when no batch pair has the same shape. An engine that
+    computes another function is far off in the first, even where a model with random weights
+    predicts one class for nearly every input and the accuracies cannot tell."""
+    errors, same, rows = [], 0, 0
+    for framework, engine in zip(validation.outputs, inference.outputs):
+        if framework.shape != engine.shape or framework.numel() == 0:
+            continue
+        if not framework.is_floating_point():     # ids: the error is the share that differ
+            equal = framework == engine.to(framework.dtype)
+            errors.append(1.0 - float(equal.float().mean()))
+            same, rows = same + int(equal.sum()), rows + equal.numel()
+            continue
+        scale = float(torch.linalg.vector_norm(framework))
+        errors.append(float(torch.linalg.vector_norm(engine - framework)) / max(scale, 1e-12))
+        same += int((framework.argmax(-1) == engine.argmax(-1)).sum())
+        rows += framework.shape[0]
+    return {"output_rel_error": max(errors) if errors else None,
+            "top1_agreement": same / rows if rows else None}
 
 
 def _to_device(value: Any, where: torch.device) -> Any:
@@ -242,7 +294,12 @@ def timed_forward(call: Callable[[tuple], tuple[Any, float]], dataloader: Iterab
                 result.foo_time += float(foo_time or 0.0)
                 result.items += _batch_items(inputs)
                 result.batches += 1
-                correct, counted = evaluator(_to_cpu(outputs), labels)
+                on_cpu = _to_cpu(outputs)
+                if repetition == 1 and len(result.outputs) < KEPT_BATCHES:
+                    kept = _kept(on_cpu)
+                    if kept is not None:
+                        result.outputs.append(kept)
+                correct, counted = evaluator(on_cpu, labels)
                 result.correct += int(correct)
                 result.counted += int(counted)
                 if step % log_freq == 0:
@@ -505,8 +562,11 @@ def _run(case: ModuleType, description: str, args: Any, log: perflog.PerfLogger,
     }
     if val_acc is not None and infer_acc is not None:
         figures["final_acc_gap"] = abs(val_acc - infer_acc)
+    if validation is not None and inference is not None:
+        figures.update(output_agreement(validation, inference))
     figures.update({
         "target_acc_gap": config.get("target_acc_gap"),
+        "target_output_rel_error": config.get("target_output_rel_error"),
         **_latencies("validation", validation),
         **_latencies("inference", inference),
         "foo_time": inference.foo_time if inference else None,
