@@ -358,6 +358,27 @@ def test_an_engine_whose_outputs_are_not_the_models_fails_its_round(case_dir, tm
                                             "output_rel_error "), reason
 
 
+def test_output_agreement_of_logits_flat_outputs_and_ids():
+    from driver.torch.inference import _kept, output_agreement
+
+    logits = torch.tensor([[1.0, 3.0, 2.0], [4.0, 0.0, 1.0]])
+    framework = PathResult(outputs=[_kept(logits)])
+    # The same values, flat (an engine returning a vector): read in the framework's shape.
+    same = output_agreement(framework, PathResult(outputs=[_kept(logits.reshape(-1))]))
+    assert same == {"output_rel_error": 0.0, "top1_agreement": 1.0}
+    # A constant: every row picks the first class, and the error is its distance.
+    flat = torch.full_like(logits, float(logits.mean()))
+    other = output_agreement(framework, PathResult(outputs=[_kept(flat)]))
+    expected = float(torch.linalg.vector_norm(flat - logits) / torch.linalg.vector_norm(logits))
+    assert other["output_rel_error"] == pytest.approx(expected)
+    assert other["top1_agreement"] == 0.5     # the framework picks classes 1 and 0, it 0 and 0
+    ids = output_agreement(PathResult(outputs=[_kept(torch.tensor([[5, 6], [7, 8]]))]),
+                           PathResult(outputs=[_kept(torch.tensor([[5, 6], [7, 0]]))]))
+    assert ids == {"output_rel_error": 0.25, "top1_agreement": 0.75}
+    assert output_agreement(framework, PathResult(outputs=[_kept(torch.ones(4))])) == {
+        "output_rel_error": None, "top1_agreement": None}
+
+
 def test_path_result_figures():
     result = PathResult(items=40, batches=4, whole_s=2.0, core_s=0.5,
                         batch_s=[0.004, 0.001, 0.003, 0.002], correct=3, counted=4)

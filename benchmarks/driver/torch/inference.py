@@ -48,8 +48,8 @@ bound being ``target_acc_gap``; beyond FlagPerf, the engine's outputs are set be
 framework's on the first batches (``output_rel_error`` within ``target_output_rel_error``,
 ``top1_agreement``: :func:`output_agreement`), since an accuracy gap cannot tell a wrong
 engine where the model predicts nearly one class; latencies are per batch (core time, ms),
-percentiles by linear interpolation (numpy's default); ``e2e_time`` runs from :func:`main`'s start (after the imports,
-as upstream's ``run_inference.py`` times it) to FINISHED.
+percentiles by linear interpolation (numpy's default); ``e2e_time`` runs from :func:`main`'s
+start (after the imports, as upstream's ``run_inference.py`` times it) to FINISHED.
 
 Errors a user can fix (a configuration key, the compiler's file or class, an engine that fails
 to build or run) end the run with one line on stderr and exit status 1; a case's own bug ends it
@@ -175,7 +175,8 @@ KEPT_VALUES = 1 << 22
 
 def _kept(outputs: Any) -> torch.Tensor | None:
     """The part of a batch's outputs kept: the first output tensor as rows of its last
-    dimension (classes, vocabulary), the first rows up to ``KEPT_VALUES`` values."""
+    dimension (classes, vocabulary), the first rows up to ``KEPT_VALUES`` values; ids
+    (integers) flat, the first ``KEPT_VALUES``."""
     while isinstance(outputs, (list, tuple)) and outputs:
         outputs = outputs[0]
     if not isinstance(outputs, torch.Tensor) or outputs.dim() == 0:
@@ -191,13 +192,16 @@ def output_agreement(validation: PathResult, inference: PathResult) -> dict[str,
     ``outputs``): ``output_rel_error``, the largest over batches of ``||engine - framework||
     / ||framework||`` (L2 over the kept outputs, e.g. logits), and ``top1_agreement``, the
     fraction of rows (the last dimension's argmax) where both pick the same class or token;
-    for outputs that are ids already (integers), the share of ids that differ and agree. Both None when no batch pair has the same shape. An engine that
-    computes another function is far off in the first, even where a model with random weights
-    predicts one class for nearly every input and the accuracies cannot tell."""
+    for outputs that are ids already (integers), the share of ids that differ, and that agree.
+    An engine's flat outputs are read in the framework's shape; both figures are None when no
+    batch pair has as many values. An engine that computes another function is far off in the
+    first, even where a model with random weights predicts one class for nearly every input
+    and the accuracies cannot tell."""
     errors, same, rows = [], 0, 0
     for framework, engine in zip(validation.outputs, inference.outputs):
-        if framework.shape != engine.shape or framework.numel() == 0:
+        if framework.numel() == 0 or engine.numel() != framework.numel():
             continue
+        engine = engine.reshape(framework.shape)
         if not framework.is_floating_point():     # ids: the error is the share that differ
             equal = framework == engine.to(framework.dtype)
             errors.append(1.0 - float(equal.float().mean()))
