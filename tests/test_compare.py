@@ -13,7 +13,7 @@ from flagperf_ansible.compare import compare_runs
 from flagperf_ansible.errors import ConfigError
 from flagperf_ansible.flagperf_import import figure_direction
 from flagperf_ansible.summary import build_summary
-from run_outputs import CPU_PROFILE, FLAGPERF_CASE, INFERENCE, flagperf_log, make_run, \
+from run_outputs import CASE, CPU_PROFILE, FLAGPERF_CASE, INFERENCE, flagperf_log, make_run, \
     make_suite_run
 
 BASE = [10.0, 10.2, 9.9, 10.1, 10.0]
@@ -168,8 +168,10 @@ def test_a_profile_is_never_compared_with_the_standard_configuration(tmp_path, p
     assert result["cases"][0]["comparable"] and result["rows"]
     assert result["cases"][0]["profile"] == ("profile: cpu, not the standard configuration "
                                              "(reduced: image size, data set, epochs)")
-    done = run("compare", tmp_path / "cpu", tmp_path / "cpu2", cwd=project)
+    done = run("compare", tmp_path / "cpu", tmp_path / "cpu2", "--all", cwd=project)
     assert done.returncode == 0 and "profile: cpu, not the standard configuration" in done.stdout
+    # Each row says its case ran the profile.
+    assert f"{CASE} (profile cpu) p_whole: " in done.stdout.replace("\n", " "), done.stdout
 
 
 def snapshot(folder):

@@ -7,17 +7,15 @@ import csv
 from browser import page_metrics, screenshot
 from flagperf_ansible.report import write_summary
 from run_outputs import CASE, CPU_PROFILE, make_run
+from test_monitoring import SYS
 
 
 def monitor_files(node_dir, seconds=12):
     """A node's system monitor samples, one a second, as sys_monitor.py writes them."""
     start = int((node_dir.parent / "round_start.json").stat().st_mtime * 1000)
-    header = ["timestamp_ms", "cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes",
-              "mem_percent", "disk_read_Bps", "disk_write_Bps", "net_recv_Bps", "net_sent_Bps",
-              "host_power_w"]
     with open(node_dir / "sys_monitor.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(header)
+        writer.writerow(SYS)
         for i in range(seconds):
             writer.writerow([start + 1000 * i, 50 + i, 1.5, 2e9 + 1e7 * i, 8e9, 25, 0, 1e5 * i,
                              0, 0, ""])

@@ -55,6 +55,7 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from flagperf_ansible.overview import duration_text
 from flagperf_ansible.round_wait import RoundBoard, job_status, node_failed
 
 # The launch role's host side, from this collection (this checkout, or the installed one).
@@ -146,11 +147,6 @@ def planned_epochs(round_: object) -> int | None:
     return None
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
-
-
 def progress_line(progress: dict, elapsed_s: float, epochs: int | None) -> str:
     """``epoch 3, step 132, acc1 49.44; 1 min 40 s in, at most 2 min 30 s left`` from
     ``node_job.py wait``'s ``progress``; ``""`` before rank 0's first PerfLog line with an
@@ -164,8 +160,8 @@ def progress_line(progress: dict, elapsed_s: float, epochs: int | None) -> str:
     if not parts:
         return ""
     parts += [f"{name} {value:.4g}" for name, value in (progress.get("metrics") or {}).items()]
-    timing = f"{_duration(elapsed_s)} in"
+    timing = f"{duration_text(elapsed_s)} in"
     done = progress.get("epoch", 0) - (progress.get("event") not in ("EVALUATE", "EPOCH_END"))
     if epochs and done > 0:
-        timing += f", at most {_duration(elapsed_s / done * max(epochs - done, 0))} left"
+        timing += f", at most {duration_text(elapsed_s / done * max(epochs - done, 0))} left"
     return ", ".join(parts) + "; " + timing

@@ -114,8 +114,9 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_pct: float = 5.0,
         ids], "only_in_b": [...], "rows": [...], "counts": {verdict: rows}, "judged": int,
         "not_judged": int, "regressions": int, "unconfirmed_regressions": int}``. ``cases``:
         each case of both runs as ``{case_id, suite, profile (its label, "" on the standard
-        configuration), profile_name, comparable, reason}``. Each row is ``{case_id, figure, unit, n_a, n_b,
-        mean_a, mean_b, change_pct, p_value, significant, direction, confirmed, verdict}`` with
+        configuration), profile_name, comparable, reason}``. Each row is ``{case_id, profile
+        (its name, None on the standard configuration), figure, unit, n_a, n_b, mean_a, mean_b,
+        change_pct, p_value, significant, direction, confirmed, verdict}`` with
         ``change_pct = (mean_b - mean_a) / |mean_a| x 100`` and ``verdict`` one of
         ``regression``, ``improvement``, ``within tolerance``, ``not significant``, ``not
         judged``; ``confirmed`` is False where a side has a single round (the verdict is then
@@ -164,6 +165,7 @@ def _case_rows(case_a: dict[str, Any], case_b: dict[str, Any], tolerance_pct: fl
     """One row per figure with statistics in both runs (see ``compare_runs``)."""
     direction = case_direction(case_a)
     figures = case_a.get("figures") or {}
+    profile = profile_name(case_a.get("profile"))    # the same on both sides (incomparable)
     rows = []
     for figure in [f for f in (case_a.get("stats") or {}) if f in (case_b.get("stats") or {})]:
         a, b = _values(case_a, figure), _values(case_b, figure)
@@ -184,7 +186,8 @@ def _case_rows(case_a: dict[str, Any], case_b: dict[str, Any], tolerance_pct: fl
             verdict = "improvement" if change * sign > 0 else "regression"
         else:
             verdict = "within tolerance"
-        rows.append({"case_id": case_a["case_id"], "figure": figure,
+        rows.append({"case_id": case_a["case_id"], "profile": profile,
+                     "figure": figure,
                      "unit": (figures.get(figure) or {}).get("unit", ""), "n_a": len(a),
                      "n_b": len(b), "mean_a": mean_a, "mean_b": mean_b,
                      "change_pct": change, "p_value": p, "significant": significant,
@@ -206,9 +209,15 @@ def _shown_rows(result: dict[str, Any], all_figures: bool) -> list[dict[str, Any
     return [r for r in result["rows"] if r["verdict"] in ("regression", "improvement")]
 
 
+def _case(row: dict[str, Any]) -> str:
+    """The row's case, labelled with its profile: a profile's figures are not the standard
+    configuration's."""
+    return row["case_id"] + (f" (profile {row['profile']})" if row.get("profile") else "")
+
+
 def _cells(row: dict[str, Any]) -> list[str]:
     """The row's cells under ``_HEADER`` (Markdown and HTML)."""
-    return [row["case_id"], row["figure"], row.get("unit", ""), f"{row['n_a']}/{row['n_b']}",
+    return [_case(row), row["figure"], row.get("unit", ""), f"{row['n_a']}/{row['n_b']}",
             f"{row['mean_a']:.4g}", f"{row['mean_b']:.4g}",
             "-" if row["change_pct"] is None else f"{row['change_pct']:+.2f}",
             "-" if row["p_value"] is None else f"{row['p_value']:.3g}", verdict_text(row)]
@@ -252,7 +261,7 @@ def row_line(row: dict[str, Any]) -> str:
     change = "" if row["change_pct"] is None else f" ({row['change_pct']:+.2f} %)"
     p_value = "-" if row["p_value"] is None else f"{row['p_value']:.3g}"
     unit = f" {row['unit']}" if row.get("unit") else ""
-    return (f"{verdict_text(row)}: {row['case_id']} {row['figure']}: {row['mean_a']:.4g} -> "
+    return (f"{verdict_text(row)}: {_case(row)} {row['figure']}: {row['mean_a']:.4g} -> "
             f"{row['mean_b']:.4g}{unit}{change}, rounds {row['n_a']}/{row['n_b']}, p {p_value}")
 
 

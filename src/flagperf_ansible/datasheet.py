@@ -28,6 +28,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
     field_validator, model_validator
 
 from flagperf_ansible.casespec import check_name, not_bool
+from flagperf_ansible.stats import as_number
 
 #: Units a figure or a datasheet entry may be given in: (dimension, size in base units:
 #: FLOP/s, bytes/s, bytes). ``Gb/s`` is bits (network links), ``TOP/s`` integer operations.
@@ -190,10 +191,6 @@ def datasheet_basis(metrics: Mapping[str, Mapping[str, Any]],
     return basis
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def round_datasheet(basis: Mapping[str, Mapping[str, Any]] | None,
                     finished: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """A round's figures against the datasheet, for round.json: ``{key: {**basis, value,
@@ -204,7 +201,7 @@ def round_datasheet(basis: Mapping[str, Mapping[str, Any]] | None,
     not_measured = not_measured if isinstance(not_measured, dict) else {}
     result = {}
     for key, record in (basis or {}).items():
-        value = _number(finished.get(key))
+        value = as_number(finished.get(key))
         item = {**record, "value": value, "ratio": None}
         if value is None:
             item["reason"] = (f"not measured: {not_measured[key]}" if key in not_measured
@@ -225,8 +222,8 @@ def case_datasheet(rounds: list[Mapping[str, Any]],
     for item in rounds:
         for key, record in (item.get("datasheet") or {}).items():
             if key not in result:
-                mean = _number((stats.get(key) or {}).get("mean"))
-                spec = _number(record.get("spec"))
+                mean = as_number((stats.get(key) or {}).get("mean"))
+                spec = as_number(record.get("spec"))
                 result[key] = {**{k: record.get(k) for k in ("entry", "unit", "spec", "quoted",
                                                             "source")},
                                "mean": mean, "ratio": mean / spec if mean is not None and spec

@@ -13,6 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
+from flagperf_ansible.stats import as_number
+
 #: Suites in the order reports show them.
 SUITE_ORDER = ("base", "training", "inference", "diagnostic")
 
@@ -31,8 +33,7 @@ def main_figure(case: Mapping[str, Any]) -> str | None:
 
 
 def _mean(stats: Mapping[str, Any], key: str | None) -> float | None:
-    value = (stats.get(key) or {}).get("mean") if key else None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return as_number((stats.get(key) or {}).get("mean")) if key else None
 
 
 def case_row(case: Mapping[str, Any]) -> dict[str, Any]:
@@ -131,26 +132,3 @@ def duration_text(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60} s"
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
-
-
-def row_cells(row: Mapping[str, Any]) -> dict[str, str]:
-    """The row's cells as text: ``figure`` (``p_train 39.54 images/s``), ``metric``
-    (``final_acc1 96.39 (target >= 90)``), ``time`` (``train 185.3 s``), ``rounds`` (``1/1``)."""
-    figure = (f"{row['figure']} {_number(row['value'])}"
-              + (f" {row['unit']}" if row.get("unit") and row["value"] is not None else "")
-              if row.get("figure") else "")
-    metric = ""
-    if row.get("metric"):
-        target = (f" (target {row['comparison']} {_number(row['target'])})"
-                  if row.get("target") is not None else "")
-        metric = f"{row['metric']} {_number(row['metric_value'])}{target}"
-    label = "train" if row["time_figure"] == "raw_train_time" else "e2e"
-    time = f"{label} {_number(row['time_s'])} s" if row.get("time_s") is not None else ""
-    return {"figure": figure, "metric": metric, "time": time,
-            "rounds": f"{row['rounds_passed']}/{row['rounds_planned']}"}

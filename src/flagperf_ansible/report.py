@@ -24,7 +24,7 @@ from typing import Any
 from flagperf_ansible.layout import ROUND_START, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, \
     read_optional, write_json, write_text
 from flagperf_ansible.monitoring import DEFAULT_WINDOW, read_stream
-from flagperf_ansible.overview import counts_line, row_cells, run_overview, when_line
+from flagperf_ansible.overview import counts_line, run_overview, when_line
 from flagperf_ansible.perflog import parse_rank_log
 from flagperf_ansible.rounds import reparse_rounds, round_figures
 from flagperf_ansible.suites import FINISHED_UNITS
@@ -350,6 +350,27 @@ def overview_groups(summary: dict[str, Any]) -> list[tuple[str, list[dict[str, A
 def case_anchor(case_id: str) -> str:
     """The id of a case's section in summary.md and summary.html."""
     return f"case-{case_id}"
+
+
+def row_cells(row: dict[str, Any]) -> dict[str, str]:
+    """An overview row's cells as text: ``figure`` (``p_train 39.54 images/s``), ``metric``
+    (``final_acc1 96.39 (target >= 90)``), ``time`` (``train 185.3 s``), ``rounds`` (``1/1``);
+    n/a for a value no passed round gave."""
+    def value(number: Any) -> str:
+        return "n/a" if number is None else _fmt(number)
+
+    figure = (f"{row['figure']} {value(row['value'])}"
+              + (f" {row['unit']}" if row.get("unit") and row["value"] is not None else "")
+              if row.get("figure") else "")
+    metric = ""
+    if row.get("metric"):
+        target = (f" (target {row['comparison']} {value(row['target'])})"
+                  if row.get("target") is not None else "")
+        metric = f"{row['metric']} {value(row['metric_value'])}{target}"
+    label = "train" if row["time_figure"] == "raw_train_time" else "e2e"
+    time = f"{label} {value(row['time_s'])} s" if row.get("time_s") is not None else ""
+    return {"figure": figure, "metric": metric, "time": time,
+            "rounds": f"{row['rounds_passed']}/{row['rounds_planned']}"}
 
 
 def _overview_cells(row: dict[str, Any]) -> list[str]:

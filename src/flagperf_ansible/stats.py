@@ -20,6 +20,11 @@ from typing import Iterable
 OLYMPIC_MIN_N = 5
 
 
+def as_number(value: object) -> float | None:
+    """``value`` as a float when it is a number (an int or a float; a bool is not), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def describe(values: Iterable[float]) -> dict[str, float | int | None]:
     """Describe one figure over rounds.
 
@@ -77,6 +82,6 @@ def numeric_fields(records: Iterable[dict]) -> list[str]:
     keys: list[str] = []
     for record in records:
         for key, value in record.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in keys:
+            if as_number(value) is not None and key not in keys:
                 keys.append(key)
     return keys

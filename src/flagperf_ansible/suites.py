@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from flagperf_ansible.stats import as_number
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -94,16 +96,12 @@ def suite(name: str | None) -> Suite:
     return SUITES[name or "training"]
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def target_met(finished: Mapping[str, Any], target: Mapping[str, Any]) -> bool | None:
     """Whether FINISHED's ``target.metric`` meets ``target_<name>`` by ``target.comparison``
     (``>=`` or ``<=``); None when either number is missing."""
     metric = str(target["metric"])
     name = metric[len("final_"):] if metric.startswith("final_") else metric
-    final, goal = _number(finished.get(metric)), _number(finished.get(f"target_{name}"))
+    final, goal = as_number(finished.get(metric)), as_number(finished.get(f"target_{name}"))
     if final is None or goal is None:
         return None
     return final >= goal if target["comparison"] == ">=" else final <= goal
@@ -134,7 +132,7 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
         if ran and len(ran) < len(INFERENCE_PATHS):
             # One path by configuration: no gap to bound; its accuracy must be there.
             accuracy = INFERENCE_PATHS[ran[0]]
-            return (True, "") if _number(finished.get(accuracy)) is not None else (
+            return (True, "") if as_number(finished.get(accuracy)) is not None else (
                 False, f"FINISHED lacks {accuracy}")
         met = target_met(finished, target) if target else None
         if met is None:
@@ -142,8 +140,8 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
         if not met:
             return False, f"{target['metric']} outside its bound ({target['comparison']} target)"
         # The engine computes the framework's model: its outputs, not only its accuracy.
-        error = _number(finished.get("output_rel_error"))
-        bound = _number(finished.get("target_output_rel_error"))
+        error = as_number(finished.get("output_rel_error"))
+        bound = as_number(finished.get("target_output_rel_error"))
         if error is not None and bound is not None and not error <= bound:
             return False, (f"the engine's outputs are not the framework's: output_rel_error "
                            f"{error:.3g} above {bound:g}")
@@ -154,12 +152,12 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
         explained = finished.get("not_measured")
         explained = explained if isinstance(explained, dict) else {}
         declared = list(contract.get("metrics") or {})
-        missing = [k for k in declared if _number(finished.get(k)) is None
+        missing = [k for k in declared if as_number(finished.get(k)) is None
                    and not (isinstance(explained.get(k), str) and explained[k].strip())]
         if missing:
             return False, (f"FINISHED lacks {', '.join(missing)} (neither a number nor "
                            "not_measured with a reason)")
-        if declared and all(_number(finished.get(k)) is None for k in declared):
+        if declared and all(as_number(finished.get(k)) is None for k in declared):
             return False, "no declared figure was measured"
         return True, ""
     return True, ""

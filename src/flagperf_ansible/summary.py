@@ -25,7 +25,7 @@ from flagperf_ansible.flagperf_import import figure_direction, import_flagperf, 
 from flagperf_ansible.layout import INTERRUPTED, ROUND_FILE, RUN_FILE, read_json
 from flagperf_ansible.overview import run_overview
 from flagperf_ansible.rounds import round_figures
-from flagperf_ansible.stats import OLYMPIC_MIN_N, case_passes, describe, numeric_fields
+from flagperf_ansible.stats import OLYMPIC_MIN_N, as_number, case_passes, describe, numeric_fields
 from flagperf_ansible.suites import suite as suite_of
 
 
@@ -96,10 +96,6 @@ def _case_stats(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for key in numeric_fields(measured)}
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def case_monitor(rounds: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     """What the monitors saw over the case's passed rounds (round.json ``monitor.overall``):
     ``{device_util_percent_mean (%), device_mem_used_peak_bytes (the highest), device_power_w_mean
@@ -112,12 +108,12 @@ def case_monitor(rounds: list[Mapping[str, Any]]) -> dict[str, Any] | None:
         return None
 
     def mean(key: str) -> float | None:
-        values = [o[key] for o in overall if _number(o.get(key))]
+        values = [o[key] for o in overall if as_number(o.get(key)) is not None]
         return sum(values) / len(values) if values else None
 
     unit = overall[0].get("energy_unit") or "sample"
     peaks = [o["device_mem_used_peak_bytes"] for o in overall
-             if _number(o.get("device_mem_used_peak_bytes"))]
+             if as_number(o.get("device_mem_used_peak_bytes")) is not None]
     return {"device_util_percent_mean": mean("device_util_percent_mean"),
             "device_mem_used_peak_bytes": max(peaks) if peaks else None,
             "device_power_w_mean": mean("device_power_w_mean"),
