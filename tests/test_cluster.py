@@ -1,6 +1,6 @@
 """Two hosts for real: sshd on 127.0.0.2-3, a Docker engine, the cpu vendor's image, a
 non-root ssh user; the image's rebuild, the container role on its own (as its README shows) and
-ansible.cfg's remote_tmp on these hosts. (resnet50 across both hosts, 1 process each over gloo,
+ansible.cfg's remote_tmp on these hosts. (efficientnet across both hosts, 1 process each over gloo,
 as the README's guide sets them up: tests/test_cluster_guide.py; faults and the wrapper on this
 cluster: tests/test_faults.py.)"""
 
@@ -36,7 +36,7 @@ def left_behind(run_id: str) -> tuple[list[str], list[int]]:
 
 def check_two_host_round(results: Path) -> dict:
     (run_dir,) = [p for p in results.iterdir() if p.name.startswith("run")]
-    round_dir = run_dir / "resnet50-pytorch-cpux2x1" / "round1"
+    round_dir = run_dir / "efficientnet-pytorch-cpux2x1" / "round1"
     document = json.loads((round_dir / "round.json").read_text())
     assert document["status"] == "passed", document["reason"]
     assert document["finished"]["converged"] is True

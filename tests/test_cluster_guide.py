@@ -1,6 +1,6 @@
 """The README's "Set up a real cluster, step by step", followed as written on two loopback sshd
-hosts, ending in a passed 2-host all-reduce round and a passed 2-host resnet50 round through the
-wrapper.
+hosts, ending in a passed 2-host all-reduce round and a passed 2-host efficientnet round through
+the wrapper.
 
 tests/loopback_cluster.py stands in for the two fresh Debian hosts (sshd on 127.0.0.2 and .3,
 the ssh user in the docker group). The guide's blocks run in order in one bash script: the

@@ -2,7 +2,8 @@
 format (generator, stdlib checker against the safetensors library, named problems of broken
 layouts), upstream's masking reproduced, the masked-token accuracy, the six functions on the
 cpu configuration as the controller merges it, the ONNX export (onnx's checker, onnxruntime's
-logits against PyTorch's) and one round of the entry point with the cpu vendor's engine."""
+logits against PyTorch's). Its whole cpu round runs once, in the local run
+(tests/test_local_run.py, check_inference_round)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,9 @@ import hashlib
 import importlib.util
 import json
 import math
-import os
 import random
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +29,6 @@ from flagperf_ansible import datasets
 from flagperf_ansible.cases import effective_config, load_case
 from flagperf_ansible.casespec import parse_case_spec
 from flagperf_ansible.datasets import bert_eval_text, layout_check
-from flagperf_ansible.perflog import parse_rank_log
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_DIR = ROOT / "benchmarks" / "inference" / "bert_large" / "pytorch"
@@ -255,25 +252,3 @@ def test_onnx_export_and_onnxruntime_agree_with_pytorch(model, validation, confi
                                  config)
     assert (result.items, result.counted) == (validation.items, validation.counted)
     assert abs(result.accuracy - validation.accuracy) <= config["target_acc_gap"]
-
-
-# --- one round of the entry point --------------------------------------------------------------
-
-def test_a_cpu_round_finishes_within_its_bound(config, tiny, tmp_path):
-    config_file = tmp_path / "config.yaml"
-    config_file.write_text(yaml.safe_dump(merged_config()))
-    env = {**os.environ, "FLAGPERF_VENDOR_DIR": str(CPU_VENDOR), "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, str(CASE_DIR / "run_inference.py"), "--config",
-                           str(config_file), "--output_dir", str(tmp_path / "out"),
-                           "--data_dir", str(tiny)], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-    log = tmp_path / "out" / "rank0.out.log"
-    assert done.returncode == 0, log.read_text()[-3000:] if log.is_file() else done.stderr
-    finished = parse_rank_log(log).finished
-    assert finished["paths_run"] == ["validation", "inference"]
-    assert finished["compiler"] == "onnxruntime" and finished["precision"] == "fp32"
-    assert finished["num_items"] == CHUNKS * config["repeat"]
-    assert finished["final_acc_gap"] <= finished["target_acc_gap"] == 0.05
-    assert finished["p_inference_core"] > 0 and finished["inference_latency_p99"] > 0
-    # The masked-LM logits of onnxruntime and PyTorch agree to float rounding.
-    assert finished["output_rel_error"] < 1e-3 and finished["top1_agreement"] > 0.99

@@ -6,15 +6,14 @@ parameters.yaml, the cpu profile, then the cpu vendor's vendor_config (the contr
 ``inference_config`` functions). Its six functions run directly: the loader's batches, the
 model's validation pass, the ONNX export (checked by ``onnx.checker``) and the cpu vendor's
 onnxruntime engine against PyTorch on the same images; the standard configuration's weight
-loading runs on small stand-ins written here in the same formats. Then each case runs whole
-through ``run_inference.py`` with FLAGPERF_VENDOR_DIR=vendors/cpu, to FINISHED.
+loading runs on small stand-ins written here in the same formats. Each case's whole cpu round
+runs once, in the local run (tests/test_local_run.py, check_inference_round).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,6 @@ import yaml
 
 from driver.torch.inference import PathResult, load_engine_class
 from flagperf_ansible import inference_config
-from flagperf_ansible.perflog import parse_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("resnet50", "vit_l_16", "swin_transformer")
@@ -185,39 +183,3 @@ def test_a_save_pretrained_vit_folder_is_loaded_and_checked_against_the_paramete
         case.create_model({**config, "weight_dir": "vit", "hidden_size": 128}, data)
     with pytest.raises(FileNotFoundError, match="no save_pretrained folder"):
         case.create_model({**config, "weight_dir": "absent"}, data)
-
-
-# -- whole rounds ------------------------------------------------------------------------
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", CASES)
-def test_a_cpu_round_runs_to_finished_within_the_accuracy_bound(name, digits_dir, tmp_path):
-    output_dir = tmp_path / "out"
-    output_dir.mkdir()
-    config_file = output_dir / "config.yaml"
-    config_file.write_text(yaml.safe_dump(cpu_config(name)))
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["FLAGPERF_VENDOR_DIR"] = str(CPU_VENDOR)
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, str(case_folder(name) / "run_inference.py"), "--config",
-         str(config_file), "--output_dir", str(output_dir), "--data_dir", str(digits_dir)],
-        env=env, capture_output=True, text=True, timeout=300)
-    wall_s = time.perf_counter() - start
-    log = (output_dir / "rank0.out.log").read_text()
-    assert done.returncode == 0, log[-3000:] + done.stderr
-    events, bad = parse_lines(log.splitlines())
-    assert bad == 0
-    [finished] = [e["value"] for e in events if e["event"] == "FINISHED"]
-    assert finished["paths_run"] == ["validation", "inference"]
-    assert finished["compiler"] == "onnxruntime" and finished["precision"] == "fp32"
-    assert finished["num_items"] == VAL_IMAGES
-    assert finished["final_acc_gap"] <= finished["target_acc_gap"] == 0.01
-    # The engine's outputs are the framework's, to float rounding (the bound is 0.05).
-    assert finished["output_rel_error"] < 1e-3 and finished["top1_agreement"] > 0.99
-    for path in ("validation", "inference"):
-        assert finished[f"p_{path}_core"] >= finished[f"p_{path}_whole"] > 0
-    [inference_end] = [e["value"] for e in events if e["event"] == "INFERENCE_END"]
-    print(f"{name}: round {wall_s:.1f} s, export {finished['export_time']:.1f} s, "
-          f"onnxruntime {inference_end['whole_s']:.1f} s, output_rel_error "
-          f"{finished['output_rel_error']:.2g}")

@@ -78,19 +78,29 @@ def check_round(run_dir: Path, case_id: str, number: int) -> dict:
     return document
 
 
+#: Items an inference round's validation counts on the local data: the digits' 360 val images
+#: (repeat 1); bert_large's 68 chunks of 128 tokens (tests/test_inference_bert_case.py), twice.
+INFERENCE_ITEMS = {"resnet50": 360, "vit_l_16": 360, "swin_transformer": 360, "bert_large": 136}
+
+
 def check_inference_round(run_dir: Path, case: dict) -> None:
-    """An inference round on the cpu vendor: both paths ran (PyTorch, then onnxruntime on the
-    exported model, which stays on the host), the engine's accuracy within its bound of the
-    framework's, throughputs and latencies consistent, the vendor's configuration recorded."""
+    """An inference round on the cpu vendor (the one whole round of each case's entry point):
+    both paths ran (PyTorch, then onnxruntime on the exported model, which stays on the host)
+    over every item, the engine's accuracy within its bound of the framework's and its outputs
+    the framework's to float rounding, throughputs and latencies consistent, the vendor's
+    configuration recorded."""
     assert [r["status"] for r in case["rounds"]] == ["passed"], case["rounds"][0]["reason"]
     document = json.loads((run_dir / case["case_id"] / "round1/round.json").read_text())
     finished = document["finished"]
     assert finished["paths_run"] == ["validation", "inference"]
-    assert finished["compiler"] == "onnxruntime"
+    assert finished["compiler"] == "onnxruntime" and finished["precision"] == "fp32"
+    assert finished["num_items"] == INFERENCE_ITEMS[case["spec"]["model"]]
     assert finished["final_acc_gap"] <= finished["target_acc_gap"]
     assert finished["final_acc_gap"] == abs(finished["val_average_acc"] - finished["infer_average_acc"])
-    # onnxruntime computes the exported model: its outputs are the framework's.
+    # onnxruntime computes the exported model: its outputs are the framework's (the bound is
+    # 0.05; in fp32 they agree to float rounding).
     assert finished["output_rel_error"] <= finished["target_output_rel_error"] == 0.05
+    assert finished["output_rel_error"] < 1e-3 and finished["top1_agreement"] > 0.99
     for path in ("validation", "inference"):
         assert finished[f"p_{path}_core"] >= finished[f"p_{path}_whole"] > 0
         assert 0 < finished[f"{path}_latency_p50"] <= finished[f"{path}_latency_p99"]
@@ -157,6 +167,33 @@ def check_mindspore_round(run_dir: Path) -> None:
     assert step["learning_rate"] == pytest.approx(schedule.per_update(44, 88, config)[10])
     # the exit skips the interpreter's teardown: no Cell.__del__ noise in the rank's log
     assert "Exception ignored" not in (node / "rank0.out.log").read_text()
+
+
+def check_paddle_round(run_dir: Path) -> None:
+    """bert-paddle's cpu round (the pytorch bert case's shards and converted checkpoint on
+    paddle): the pytorch case's events and FINISHED keys, paddle's AdamW at the profile's rate,
+    the learning rate after 16 of the 20 warmup updates (FlagPerf's LinearWarmupPolyDecay) and
+    the MLM accuracy target reached, 16 sequences an update."""
+    node = run_dir / "bert-paddle-cpux1x1/round1/localhost_noderank0"
+    log = parse_rank_log(node / "rank0.out.log").events
+    names = [e["event"] for e in log]
+    assert names[:5] == ["INIT_START", "CONVERT_MODEL", "CREATE_OPTIMIZER", "INIT_END",
+                         "TRAIN_START"]
+    assert names[-2:] == ["TRAIN_END", "FINISHED"]
+    config = yaml.safe_load((node / "config.yaml").read_text())
+    convert = next(e["value"] for e in log if e["event"] == "CONVERT_MODEL")
+    assert convert["parameters"] == 1_024_514 and convert["train_samples"] == 1024
+    assert next(e["value"] for e in log if e["event"] == "CREATE_OPTIMIZER") == {
+        "optimizer": "AdamW", "learning_rate": config["learning_rate"]}
+    step = next(e["value"] for e in log if e["event"] == "STEP_END")
+    assert step["global_steps"] == 16
+    assert step["learning_rate"] == pytest.approx(config["learning_rate"] * 16 / 20)
+    finished = log[-1]["value"]
+    assert set(finished) == torch_finished_keys("mlm_accuracy")
+    assert finished["converged"] is True and finished["world_size"] == 1
+    assert finished["final_mlm_accuracy"] >= finished["target_mlm_accuracy"] == 0.04
+    assert finished["num_trained_samples"] == 16 * finished["global_steps"]
+    assert 0 < finished["init_time"] < finished["e2e_time"]
 
 
 SWEEPS = ("interconnect-h2d", "interconnect-d2h", "interconnect-P2P_intraserver",
@@ -260,6 +297,7 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
               f"{finished[f'final_{metric}']:.4g}, p_whole {finished['p_whole']:.4g} {unit}/s")
     check_tensorflow_round(run_dir)
     check_mindspore_round(run_dir)
+    check_paddle_round(run_dir)
     print("inference, cpu profiles through onnxruntime, one round each:")
     for case in summary["cases"][-len(INFERENCE):]:
         check_inference_round(run_dir, case)
