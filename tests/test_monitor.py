@@ -252,3 +252,55 @@ def test_flagperf_style_vendor_script_plugs_in_unchanged(tmp_path):
     assert (out / "fake_monitor.ops").read_text().split() == ["start", "stop"]
     info = json.loads((out / "monitor.json").read_text())
     assert info["vendor_script"]["start"] == "ok" and info["vendor_script_stop"]["stop"] == "ok"
+
+
+def test_work_that_ran_before_the_round_is_counted_as_other_processes(tmp_path):
+    """A CPU-bound process that ran before the monitor started is other work: its CPU time per
+    second is ``other_cpu_cores``, and a plugin's device listing it counts it in
+    ``other_processes``; the one started after the monitor (the round's case) is in neither."""
+    loop = [sys.executable, "-c", "while True: pass"]
+    before = subprocess.Popen(loop)
+    after = None
+    try:
+        time.sleep(0.3)
+        plugin = tmp_path / "plugin.py"
+        plugin.write_text(
+            "import json, pathlib\n"
+            "PIDS = pathlib.Path(__file__).with_name('pids.json')\n"
+            "def device_info():\n"
+            "    return {'vendor': 'test', 'devices': [{'index': 0, 'name': 'probe'}]}\n"
+            "def sample():\n"
+            "    return [{'index': 0, 'pids': json.loads(PIDS.read_text())}]\n")
+        (tmp_path / "pids.json").write_text(json.dumps([before.pid]))
+        out = tmp_path / "node"
+        started = monitor("start", out, "--interval", "0.2", "--vendor-plugin", str(plugin))
+        assert started.returncode == 0, started.stderr
+        after = subprocess.Popen(loop)
+        (tmp_path / "pids.json").write_text(json.dumps([before.pid, after.pid]))
+        used = psutil_cpu(before)
+        began = time.monotonic()
+        time.sleep(2.5)
+        rate = (psutil_cpu(before) - used) / (time.monotonic() - began)
+        assert monitor("stop", out).returncode == 0
+    finally:
+        for process in (before, after):
+            if process is not None:
+                process.kill()
+                process.wait()
+    with open(out / "sys_monitor.csv", newline="") as handle:
+        other = [float(r["other_cpu_cores"]) for r in list(csv.DictReader(handle))[2:-1]]
+    mean = sum(other) / len(other)
+    assert mean >= 0.8 * rate, (mean, rate)                     # the earlier loop counts
+    # The later one is not among them (a number could not tell it from this machine's other
+    # work): of the two pids on the device, one ran before the monitor.
+    with open(out / "device_monitor.csv", newline="") as handle:
+        counts = [r["other_processes"] for r in csv.DictReader(handle)]
+    assert set(counts) == {"1"} and len(counts) >= 10, counts
+
+
+def psutil_cpu(process) -> float:
+    """CPU seconds (user and system) of a running child process."""
+    import psutil
+
+    times = psutil.Process(process.pid).cpu_times()
+    return times.user + times.system

@@ -10,9 +10,10 @@ import pytest
 from flagperf_ansible.monitoring import event_window, integrate_energy, summarize_round
 
 SYS = ["timestamp_ms", "cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "mem_percent",
-       "disk_read_Bps", "disk_write_Bps", "net_recv_Bps", "net_sent_Bps", "host_power_w"]
+       "disk_read_Bps", "disk_write_Bps", "net_recv_Bps", "net_sent_Bps", "host_power_w",
+       "other_cpu_cores"]
 DEV = ["timestamp_ms", "index", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w",
-       "temp_c", "clock_mhz"]
+       "temp_c", "clock_mhz", "other_processes"]
 T0 = 1_700_000_000_000
 
 
@@ -24,19 +25,20 @@ def write(path, header, rows):
 
 
 def node(round_dir, name, seconds, device_power, host_power="", status="stopped", load=1.0,
-         cores=None):
+         cores=None, other_cores="", other_processes=""):
     """A node dir sampled every second from T0 over ``seconds`` s, two devices; with ``cores``,
-    its sys_info.json says so."""
+    its sys_info.json says so; ``other_cores`` and ``other_processes`` are what the processes
+    that ran before the round used (empty: not measured)."""
     path = round_dir / name
     path.mkdir(parents=True)
     stamps = [T0 + 1000 * i for i in range(seconds + 1)]
     write(path / "sys_monitor.csv", SYS,
-          [[t, 50.0, load, 4e9 + i, 8e9, 50.0, 0, 0, 0, 0, host_power]
+          [[t, 50.0, load, 4e9 + i, 8e9, 50.0, 0, 0, 0, 0, host_power, other_cores]
            for i, t in enumerate(stamps)])
     if cores:
         (path / "sys_info.json").write_text(json.dumps({"cpu": {"logical_cores": cores}}))
     write(path / "device_monitor.csv", DEV,
-          [[t, d, 90.0 + d, 1e9 * (d + 1), 8e10, device_power, 60, 1980]
+          [[t, d, 90.0 + d, 1e9 * (d + 1), 8e10, device_power, 60, 1980, other_processes]
            for t in stamps for d in (0, 1)])
     (path / "monitor.json").write_text(json.dumps({
         "status": status, "interval_s": 1.0, "host_power_source": "ipmi" if host_power else
@@ -151,3 +153,28 @@ def test_a_node_whose_load_exceeds_its_cores_is_flagged_busy(tmp_path):
     assert summary["nodes"]["b_noderank1"]["busy"] == ""        # the case's own threads
     assert summary["nodes"]["c_noderank2"]["busy"] == ""        # cores unknown
     assert summary["overall"]["busy_hosts"] == ["a_noderank0: load 4.6 on 2 cores"]
+
+
+def test_work_that_ran_before_the_round_flags_the_node_busy(tmp_path):
+    """Processes that ran before the round (sys_monitor's other_cpu_cores, other_processes):
+    more than a quarter of the cores, or any of them on a device, is other work beside the
+    measurement; less, or no such column (an older monitor), is not."""
+    node(tmp_path, "a_noderank0", 10, 500.0, cores=4, other_cores=1.5)
+    node(tmp_path, "b_noderank1", 10, 500.0, cores=4, other_cores=0.8)
+    node(tmp_path, "c_noderank2", 10, 500.0, cores=4, other_cores=0.1, other_processes=1)
+    node(tmp_path, "d_noderank3", 10, 500.0, load=6.0, cores=4, other_cores=2, other_processes=2)
+    node(tmp_path, "e_noderank4", 10, 500.0, cores=4)
+    names = [f"{n}_noderank{i}" for i, n in enumerate("abcde")]
+    summary = summarize_round(tmp_path, names, [events(T0 + 2000, T0 + 6000)],
+                              {"num_trained_samples": 10})
+    busy = {name: summary["nodes"][name]["busy"] for name in names}
+    assert busy == {"a_noderank0": "other processes used 1.5 of 4 cores", "b_noderank1": "",
+                    "c_noderank2": "1 other process on its devices",
+                    "d_noderank3": "load 6 on 4 cores, other processes used 2 of 4 cores, "
+                                   "2 other processes on its devices",
+                    "e_noderank4": ""}
+    assert summary["nodes"]["a_noderank0"]["system"]["other_cpu_cores_mean"] == 1.5
+    assert summary["nodes"]["e_noderank4"]["system"]["other_cpu_cores_mean"] is None
+    per_device = summary["nodes"]["c_noderank2"]["devices"]["per_device"]
+    assert [d["other_processes_max"] for d in per_device] == [1, 1]
+    assert len(summary["overall"]["busy_hosts"]) == 3

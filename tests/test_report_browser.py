@@ -18,7 +18,7 @@ def monitor_files(node_dir, seconds=12):
         writer.writerow(SYS)
         for i in range(seconds):
             writer.writerow([start + 1000 * i, 50 + i, 1.5, 2e9 + 1e7 * i, 8e9, 25, 0, 1e5 * i,
-                             0, 0, ""])
+                             0, 0, "", 0.1])
 
 
 def test_the_page_opens_on_the_overview_and_fits_1400_px(tmp_path):

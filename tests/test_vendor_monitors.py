@@ -70,6 +70,8 @@ def fake_pynvml(values):
     nvml.nvmlDeviceGetEnforcedPowerLimit = lambda h: value(h, "power_limit_mw")
     nvml.nvmlDeviceGetTemperature = lambda h, sensor: value(h, "temperature_c")
     nvml.nvmlDeviceGetClockInfo = lambda h, clock: value(h, "sm_clock_mhz")
+    nvml.nvmlDeviceGetComputeRunningProcesses = lambda h: [
+        types.SimpleNamespace(pid=pid, usedGpuMemory=None) for pid in value(h, "compute_pids")]
     return nvml
 
 
@@ -83,11 +85,12 @@ def test_nvidia_plugin_on_handwritten_h100_values():
                                   "memory_total_bytes": 85520809984, "driver": "535.129.03",
                                   "power_limit_w": 700.0}
     rows = plugin.sample()
-    assert [set(r) for r in rows] == [SAMPLE_KEYS] * 2
+    assert [set(r) for r in rows] == [SAMPLE_KEYS | {"pids"}] * 2
     assert rows[0] == {"index": 0, "util_percent": 97.0, "mem_used_bytes": 71325057024,
                        "mem_total_bytes": 85520809984, "power_w": pytest.approx(648.213),
-                       "temp_c": 61, "clock_mhz": 1980}
+                       "temp_c": 61, "clock_mhz": 1980, "pids": [4242, 4243]}
     assert rows[1]["temp_c"] is None                  # NVMLError_NotSupported: unknown, no error
+    assert rows[1]["pids"] is None
     assert rows[1]["power_w"] == pytest.approx(631.954)
     plugin.sample()
     assert plugin.pynvml.calls == ["init"]            # NVML is initialised once

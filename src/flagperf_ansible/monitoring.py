@@ -46,6 +46,9 @@ STALE_MS = 5000
 #: cores by this ratio: the case's own threads fill the cores, more runnable tasks are someone
 #: else's work competing with the measurement.
 BUSY_LOAD_RATIO = 1.25
+#: A node is busy, too, when processes that ran before the round (other work: the case starts
+#: after its monitor) used more than this share of its logical cores over the window.
+BUSY_OTHER_SHARE = 0.25
 
 Row = dict[str, float | None]
 
@@ -185,10 +188,12 @@ def summarize_node(node_dir: Path, start_ms: float | None, end_ms: float | None,
     Returns a dict: ``status`` (ok|died|not stopped|missing), ``detail``, ``samples``,
     ``first_ms``, ``last_ms``, ``covers_train`` (samples span the monitoring window to within
     one interval; named before suites, it means the window of any suite),
-    ``system`` (cpu % mean/max, peak memory bytes, load mean/max), ``busy`` (``busy_host``:
-    why the node counts as busy, or ``""``), ``host_power`` (source, mean W, energy J,
-    or ``"not available"``) and ``devices`` (per device and together: utilisation % mean/max,
-    peak memory bytes, mean power W, energy J, max temperature C, mean clock MHz).
+    ``system`` (cpu % mean/max, peak memory bytes, load mean/max, the mean CPU cores used by
+    processes that ran before the round), ``busy`` (``busy_host``: why the node counts as busy,
+    or ``""``), ``host_power`` (source, mean W, energy J, or ``"not available"``) and
+    ``devices`` (per device and together: utilisation % mean/max, peak memory bytes, mean power
+    W, energy J, max temperature C, mean clock MHz; per device the most processes that ran
+    before the round seen on it at once).
     """
     info: dict[str, Any] = {}
     if (node_dir / INFO_FILE).is_file():
@@ -222,8 +227,12 @@ def summarize_node(node_dir: Path, start_ms: float | None, end_ms: float | None,
         "load1_max": _max(_values(window, "load1")),
         "net_recv_Bps_mean": _mean(_values(window, "net_recv_Bps")),
         "net_sent_Bps_mean": _mean(_values(window, "net_sent_Bps")),
+        "other_cpu_cores_mean": _mean(_values(window, "other_cpu_cores")),
     }
-    summary["busy"] = busy_host(summary["system"]["load1_mean"], _logical_cores(node_dir))
+    others = _max(_values(_in_window(devices, start, end, interval_ms), "other_processes"))
+    summary["busy"] = busy_host(summary["system"]["load1_mean"], _logical_cores(node_dir),
+                                summary["system"]["other_cpu_cores_mean"],
+                                int(others) if others is not None else None)
     source = info.get("host_power_source", "not available")
     power = [(r["timestamp_ms"], r["host_power_w"]) for r in system
              if r.get("host_power_w") is not None]
@@ -262,6 +271,7 @@ def _summarize_devices(info: dict[str, Any], rows: list[Row], start: float, end:
             "energy_j": integrate_energy(power, start, end, 2 * interval_ms),
             "temp_c_max": _max(_values(window, "temp_c")),
             "clock_mhz_mean": _mean(_values(window, "clock_mhz")),
+            "other_processes_max": _max(_values(window, "other_processes")),
         })
     window_rows = _in_window(rows, start, end, interval_ms)
     powers = [d["power_w_mean"] for d in per_device]
@@ -290,12 +300,24 @@ def _logical_cores(node_dir: Path) -> int | None:
     return cores if isinstance(cores, int) and cores > 0 else None
 
 
-def busy_host(load1_mean: float | None, cores: int | None) -> str:
-    """``"load 4.6 on 2 cores"`` when the mean load of the window exceeds the cores by
-    ``BUSY_LOAD_RATIO`` (the figures were measured beside other work), else ``""``."""
-    if load1_mean is None or not cores or load1_mean <= BUSY_LOAD_RATIO * cores:
-        return ""
-    return f"load {load1_mean:.3g} on {cores} core{'s' if cores > 1 else ''}"
+def busy_host(load1_mean: float | None, cores: int | None, other_cores: float | None = None,
+              other_device_processes: int | None = None) -> str:
+    """Why a node's figures were measured beside other work, ``""`` when they were not:
+    ``"load 4.6 on 2 cores"`` (the window's mean load above ``BUSY_LOAD_RATIO`` x the cores),
+    ``"other processes used 0.8 of 2 cores"`` (``other_cores``, the window's mean CPU seconds
+    per second of the processes that ran before the round, above ``BUSY_OTHER_SHARE`` of the
+    cores), ``"1 other process on its devices"`` (``other_device_processes``, the most seen at
+    once), joined by ", "."""
+    plural = "s" if cores and cores > 1 else ""
+    reasons = []
+    if load1_mean is not None and cores and load1_mean > BUSY_LOAD_RATIO * cores:
+        reasons.append(f"load {load1_mean:.3g} on {cores} core{plural}")
+    if other_cores is not None and cores and other_cores > BUSY_OTHER_SHARE * cores:
+        reasons.append(f"other processes used {other_cores:.2g} of {cores} core{plural}")
+    if other_device_processes:
+        reasons.append(f"{other_device_processes} other process"
+                       f"{'es' if other_device_processes > 1 else ''} on its devices")
+    return ", ".join(reasons)
 
 
 def summarize_round(round_dir: Path, node_dirs: list[str],

@@ -609,7 +609,8 @@ def monitoring_window(case: dict[str, Any]) -> tuple[str, str]:
 #: bound the used series moves under.
 TIMELINE_PANELS = (
     ("CPU %", (("sys_monitor", "cpu_percent", "host", 1.0), ("cpu_cores", "*", None, 1.0))),
-    ("load (1 min)", (("sys_monitor", "load1", "load1", 1.0),)),
+    ("load (1 min), cores", (("sys_monitor", "load1", "load1", 1.0),
+                             ("sys_monitor", "other_cpu_cores", "other processes' cores", 1.0))),
     ("host memory GB", (("sys_monitor", "mem_used_bytes", "used", 1e9),
                         ("sys_monitor", "mem_total_bytes", "total", 1e9))),
     ("disk, network MB/s", (("sys_monitor", "disk_read_Bps", "disk read", 1e6),

@@ -73,9 +73,16 @@ def device_info() -> dict:
     return {"vendor": "nvidia", "driver": driver, "devices": devices}
 
 
+def _pids(handle) -> list[int] | None:
+    """The host pids of the compute processes on the device (None where NVML cannot list them)."""
+    processes = _optional(pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
+    return None if processes is None else sorted({int(p.pid) for p in processes})
+
+
 def sample() -> list[dict]:
     """One dict per GPU: ``index``, ``util_percent``, ``mem_used_bytes``, ``mem_total_bytes``,
-    ``power_w``, ``temp_c``, ``clock_mhz`` (None where unsupported).
+    ``power_w``, ``temp_c``, ``clock_mhz`` (None where unsupported) and ``pids``, its compute
+    processes (the monitor counts those that ran before the round: ``other_processes``).
 
     Raises:
         RuntimeError: as ``device_info``.
@@ -94,5 +101,6 @@ def sample() -> list[dict]:
             "temp_c": _optional(pynvml.nvmlDeviceGetTemperature, handle,
                                 pynvml.NVML_TEMPERATURE_GPU),
             "clock_mhz": _optional(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
+            "pids": _pids(handle),
         })
     return rows

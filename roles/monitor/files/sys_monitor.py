@@ -12,11 +12,14 @@ the clock of PerfLog ``time_ms``):
 * ``sys_monitor.csv``: ``cpu_percent`` (all cores, % of total capacity), ``load1``,
   ``mem_used_bytes``, ``mem_total_bytes``, ``mem_percent``, ``disk_read_Bps``,
   ``disk_write_Bps``, ``net_recv_Bps``, ``net_sent_Bps`` (bytes/s since the previous sample, all
-  disks and NICs), ``host_power_w`` (empty where unknown);
+  disks and NICs), ``host_power_w`` (empty where unknown), ``other_cpu_cores`` (CPU seconds per
+  second used by the processes that already ran when the monitor started: other work beside the
+  round, as the round's case starts after its monitor);
 * ``cpu_cores.csv``: ``cpu0`` .. ``cpuN-1``, % busy per logical core;
 * ``device_monitor.csv`` (with ``--vendor-plugin``): one row per device: ``index``,
   ``util_percent``, ``mem_used_bytes``, ``mem_total_bytes``, ``power_w``, ``temp_c``,
-  ``clock_mhz`` (empty where unknown).
+  ``clock_mhz`` (empty where unknown), ``other_processes`` (how many of the processes on the
+  device, where the plugin lists them, already ran when the monitor started).
 
 Host power comes from RAPL energy counters (``/sys/class/powercap/*-rapl:N/energy_uj``, CPU
 packages) or ``ipmitool dcmi power reading`` (whole host, read at most every 5 s, without blocking
@@ -57,9 +60,9 @@ INFO_FILE = "monitor.json"
 LOG_FILE = "sys_monitor.log"
 FIELDS = ("timestamp_ms", "cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes",
           "mem_percent", "disk_read_Bps", "disk_write_Bps", "net_recv_Bps", "net_sent_Bps",
-          "host_power_w")
+          "host_power_w", "other_cpu_cores")
 DEVICE_FIELDS = ("timestamp_ms", "index", "util_percent", "mem_used_bytes", "mem_total_bytes",
-                 "power_w", "temp_c", "clock_mhz")
+                 "power_w", "temp_c", "clock_mhz", "other_processes")
 POWERCAP = Path("/sys/class/powercap")
 IPMI_PERIOD_S = 5.0  # BMC readings are averages over seconds: reading faster only costs
 
@@ -260,15 +263,59 @@ def _fmt(value: Any) -> Any:
     return "" if value is None else (round(value, 3) if isinstance(value, float) else value)
 
 
+class Bystanders:
+    """The processes that ran before the round's case: user processes alive when this is made
+    (kernel threads, this process and ``exclude`` left out), whose CPU time since then is other
+    work beside the round. Processes started later are not counted (the case's among them, and
+    other work's new children: the load tells of those)."""
+
+    def __init__(self, psutil, exclude: set[int]) -> None:
+        self.psutil = psutil
+        self.procs: dict[int, Any] = {}
+        self.times: dict[int, float] = {}
+        skip = exclude | {os.getpid()}
+        for proc in psutil.process_iter(["cmdline"]):
+            if proc.pid in skip or not proc.info["cmdline"]:     # kernel threads have none
+                continue
+            used = self._used(proc)
+            if used is not None:
+                self.procs[proc.pid], self.times[proc.pid] = proc, used
+        self.pids = frozenset(self.procs)
+        self.last = time.monotonic()
+
+    def _used(self, proc) -> float | None:
+        """CPU seconds of ``proc`` itself (a child's reach its parent only when it ends, its
+        whole life's at once), None once it is gone."""
+        try:
+            times = proc.cpu_times()
+        except (self.psutil.NoSuchProcess, self.psutil.AccessDenied, self.psutil.ZombieProcess):
+            return None
+        return times.user + times.system
+
+    def cores(self) -> float:
+        """CPU seconds per second they used since the last call (or since they were listed)."""
+        now, used = time.monotonic(), 0.0
+        for pid, proc in list(self.procs.items()):
+            total = self._used(proc)
+            if total is None or total < self.times[pid]:     # gone, or its pid taken again
+                del self.procs[pid], self.times[pid]
+                continue
+            used += total - self.times[pid]
+            self.times[pid] = total
+        elapsed, self.last = max(now - self.last, 1e-6), now
+        return used / elapsed
+
+
 class Sampler:
     """One tick of every stream: system, per-core CPU, host power, vendor devices."""
 
-    def __init__(self, output_dir: Path, plugin, power) -> None:
+    def __init__(self, output_dir: Path, plugin, power, exclude: set[int] = frozenset()) -> None:
         import psutil
 
         self.psutil = psutil
         self.plugin = plugin
         self.power = power
+        self.bystanders = Bystanders(psutil, set(exclude))
         self.device_errors = 0
         self.last_error = ""
         psutil.cpu_percent(None, percpu=True)  # the first call only primes the counters
@@ -312,7 +359,7 @@ class Sampler:
         self.system.writerow([stamp, _fmt(sum(cores) / max(len(cores), 1)),
                               _fmt(os.getloadavg()[0]), memory.total - memory.available,
                               memory.total, memory.percent, *(_fmt(r) for r in rates),
-                              _fmt(power)])
+                              _fmt(power), _fmt(self.bystanders.cores())])
         self.per_core.writerow([stamp, *cores[:self.cores]])
         if self.devices is not None:
             try:
@@ -322,6 +369,9 @@ class Sampler:
                 self.last_error = f"{type(err).__name__}: {err}"
                 rows = []
             for row in rows:
+                pids = row.get("pids")
+                row = {**row, "other_processes": None if pids is None
+                       else len(self.bystanders.pids.intersection(pids))}
                 self.devices.writerow([stamp] + [_fmt(row.get(f)) for f in DEVICE_FIELDS[1:]])
         for handle in self.files:
             handle.flush()
@@ -360,7 +410,7 @@ def run_daemon(output_dir: Path, args: argparse.Namespace) -> str:
             print(f"sys_monitor: devices not available: {info['device_error']}", flush=True)
     if args.vendor_script and Path(args.vendor_script).is_file():
         info["vendor_script"] = run_vendor_script(args.vendor_script, "start", output_dir)
-    sampler = Sampler(output_dir, plugin, power)
+    sampler = Sampler(output_dir, plugin, power, exclude={getattr(args, "caller", os.getpid())})
     # A first sample right away (after a short priming of the CPU counters), before the info
     # file that start waits for: whatever is launched after start returns is covered.
     time.sleep(min(args.interval, 0.1))
@@ -412,6 +462,8 @@ def start(output_dir: Path, args: argparse.Namespace) -> int:
         print("sys_monitor: psutil is not installed for this Python", file=sys.stderr)
         return 2
     pid_path.unlink(missing_ok=True)
+    # This process goes on to start the round's case (one exchange): not other work.
+    args.caller = os.getpid()
     if os.fork():  # parent: wait for the daemon to write its pid file
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
