@@ -82,7 +82,7 @@ def start_monitor(folder: Path, interval: float, plugin: bool) -> int:
     if plugin:
         argv += ["--vendor-plugin", str(CPU_PLUGIN)]
     subprocess.run(argv, check=True, capture_output=True, timeout=60)
-    return int((folder / "sys_monitor.pid").read_text())
+    return int((folder / "sys_monitor.pid").read_text().split()[0])     # "PID START_TIME"
 
 
 def measure(interval: float, duration: float, warmup: float, scratch: Path) -> list[dict]:
