@@ -12,16 +12,11 @@ from pathlib import Path
 import pytest
 
 import loopback_cluster
+from unavailable import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted(p.parent.name for p in ROOT.glob("molecule/*/molecule.yml"))
 STEPS = ("create", "prepare", "converge", "idempotence", "verify", "destroy")
-
-
-def unavailable(reason: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must provide what molecule needs: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
