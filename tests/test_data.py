@@ -31,7 +31,8 @@ def test_loader_reads_tensors_and_labels(digits_dir, config):
     val = image_folder(digits_dir / "val", eval_transform(config), cache=True)
     assert len(train) == 1437 and len(val) == 360 and train.classes == val.classes
     image, label = val[0]
-    assert image.shape == (3, 32, 32) and image.dtype == torch.float32
+    size = config["val_crop_size"]
+    assert image.shape == (3, size, size) and image.dtype == torch.float32
     assert 0 <= label < 10
     assert -1.0 - 1e-6 <= float(image.min()) and float(image.max()) <= 1.0 + 1e-6
     assert torch.equal(val[5][0], val[5][0])                 # evaluation is deterministic
