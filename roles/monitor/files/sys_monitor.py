@@ -280,7 +280,6 @@ class Bystanders:
             used = self._used(proc)
             if used is not None:
                 self.procs[proc.pid], self.times[proc.pid] = proc, used
-        self.pids = frozenset(self.procs)
         self.last = time.monotonic()
 
     def _used(self, proc) -> float | None:
@@ -369,9 +368,9 @@ class Sampler:
                 self.last_error = f"{type(err).__name__}: {err}"
                 rows = []
             for row in rows:
-                pids = row.get("pids")
+                pids = row.get("pids")      # those still running this tick (cores() above)
                 row = {**row, "other_processes": None if pids is None
-                       else len(self.bystanders.pids.intersection(pids))}
+                       else len(self.bystanders.procs.keys() & set(pids))}
                 self.devices.writerow([stamp] + [_fmt(row.get(f)) for f in DEVICE_FIELDS[1:]])
         for handle in self.files:
             handle.flush()
