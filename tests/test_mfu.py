@@ -16,7 +16,8 @@ def test_cpu_vendor_has_no_peak_so_no_mfu(scratch_project):
     basis = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})["rounds"][0]["mfu_basis"]
     assert basis["peak_flops_per_device"] is None
     assert basis["reason"] == "the vendor declares no fp32 peak for cpu"
-    assert basis["flops_per_unit"] == pytest.approx(2.4534e10 * (32 / 224) ** 2)
+    # scaled from the standard 224x224 to the cpu profile's 16x16 images
+    assert basis["flops_per_unit"] == pytest.approx(2.4534e10 * (16 / 224) ** 2)
     assert round_mfu(basis, {"p_train": 100.0})["value"] is None
 
 
