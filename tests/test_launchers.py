@@ -1,7 +1,9 @@
 """The launcher registry (flagperf_ansible.launchers): each launcher's argv and environment for
 every node of a round, and real rounds of every launcher (torchrun and plain python: two nodes
-doing a gloo all_reduce on 127.0.0.1; binary: a shell script entry; tf_config, paddle and msrun
-in the framework's environment, as runtime none runs them: conftest's framework_python)."""
+doing a gloo all_reduce on 127.0.0.1; binary: a shell script entry; paddle in the framework's
+environment, as runtime none runs it: conftest's framework_python). tf_config and msrun start
+their workers for real in the resnet50 cases' two-worker tests (tests/test_resnet50_tensorflow2.py,
+tests/test_resnet50_mindspore.py), through the same launch_argv and launch_env."""
 
 from __future__ import annotations
 
@@ -338,30 +340,6 @@ def test_a_python_entry_on_one_node_is_rank_0_of_1(tmp_path):
     assert seen["argv"][:2] == ["--config", f"{out}/config.yaml"]
 
 
-TF_ALL_REDUCE = """\
-import json, os
-import tensorflow as tf
-
-strategy = tf.distribute.MultiWorkerMirroredStrategy()
-task = strategy.cluster_resolver.task_id
-value = strategy.run(lambda: tf.constant(float(task + 1)))
-total = strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
-json.dump({"task": task, "workers": strategy.num_replicas_in_sync, "sum": float(total)},
-          open(f"worker{task}.json", "w"))
-"""
-
-
-def test_tf_config_workers_all_reduce_with_multi_worker_mirrored_strategy(tmp_path,
-                                                                           framework_python):
-    round_ = plan_round("tf_config", nodes=["127.0.0.1", "127.0.0.1"], nproc=1,
-                        entry="benchmarks/probe/tensorflow2/probe.py")
-    write_entry(tmp_path, round_, TF_ALL_REDUCE)
-    outs = run_nodes(round_, tmp_path, python=str(framework_python("tensorflow2")))
-    for noderank, out in enumerate(outs):
-        report = json.loads((out / f"worker{noderank}.json").read_text())
-        assert report == {"task": noderank, "workers": 2, "sum": 3.0}
-
-
 PADDLE_PROBE = """\
 import json, os, sys
 json.dump({"trainer": os.environ.get("PADDLE_TRAINER_ID"),
@@ -381,27 +359,3 @@ def test_paddle_launch_starts_the_entry_on_each_node_with_its_rank(tmp_path, nno
         report = json.loads((out / f"paddle{noderank}.json").read_text())
         assert (report["trainer"], report["trainers"]) == (str(noderank), str(nnodes))
         assert report["argv"][:2] == ["--config", f"{out}/config.yaml"]
-
-
-MS_PROBE = """\
-import json, os
-import mindspore as ms
-from mindspore.communication import get_group_size, get_rank, init
-
-init()
-json.dump({"rank": get_rank(), "size": get_group_size()}, open(f"ms{get_rank()}.json", "w"))
-"""
-
-
-def test_msrun_starts_the_workers_of_a_node_and_they_form_one_group(tmp_path, framework_python):
-    """One node of two workers: msrun starts its scheduler where the master address is local,
-    so two nodes on one host would both start one (a real cluster has one per master)."""
-    round_ = plan_round("msrun", nodes=["127.0.0.1"], nproc=2,
-                        entry="benchmarks/probe/mindspore/probe.py")
-    write_entry(tmp_path, round_, MS_PROBE)
-    # msrun starts its workers by the interpreter's name: the environment's folder first on
-    # PATH, as an activated environment or a vendor image has it
-    python = framework_python("mindspore")
-    [out] = run_nodes(round_, tmp_path, python=str(python), path_first=str(python.parent))
-    for rank in (0, 1):
-        assert json.loads((out / f"ms{rank}.json").read_text()) == {"rank": rank, "size": 2}
