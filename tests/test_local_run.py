@@ -117,10 +117,12 @@ def check_inference_round(run_dir: Path, case: dict) -> None:
           f"e2e {finished['e2e_time']:.1f} s")
 
 
-def framework_round(run_dir: Path, case_id: str) -> tuple[Path, list[dict], dict, dict]:
+def framework_round(run_dir: Path, case_id: str, optimizer: str = "SGD", metric: str = "acc1",
+                    batch: int = 32) -> tuple[Path, list[dict], dict, dict]:
     """A one-process cpu round of a framework beside PyTorch: its node folder, PerfLog events,
     configuration and FINISHED value, once the checks every such round shares pass (the
-    pytorch case's event order, optimizer line and FINISHED keys, 32 images an update)."""
+    pytorch case's event order and FINISHED keys for ``metric``, the ``optimizer`` at the
+    configured rate, ``batch`` samples an update)."""
     node = run_dir / f"{case_id}/round1/localhost_noderank0"
     log = parse_rank_log(node / "rank0.out.log").events
     names = [e["event"] for e in log]
@@ -129,10 +131,10 @@ def framework_round(run_dir: Path, case_id: str) -> tuple[Path, list[dict], dict
     assert names[-2:] == ["TRAIN_END", "FINISHED"]
     config = yaml.safe_load((node / "config.yaml").read_text())
     assert next(e["value"] for e in log if e["event"] == "CREATE_OPTIMIZER") == {
-        "optimizer": "SGD", "learning_rate": config["learning_rate"]}
+        "optimizer": optimizer, "learning_rate": config["learning_rate"]}
     finished = log[-1]["value"]
-    assert set(finished) == torch_finished_keys("acc1") and finished["world_size"] == 1
-    assert finished["num_trained_samples"] == 32 * finished["global_steps"]
+    assert set(finished) == torch_finished_keys(metric) and finished["world_size"] == 1
+    assert finished["num_trained_samples"] == batch * finished["global_steps"]
     assert 0 < finished["init_time"] < finished["e2e_time"]
     return node, log, config, finished
 
@@ -174,26 +176,15 @@ def check_paddle_round(run_dir: Path) -> None:
     paddle): the pytorch case's events and FINISHED keys, paddle's AdamW at the profile's rate,
     the learning rate after 16 of the 20 warmup updates (FlagPerf's LinearWarmupPolyDecay) and
     the MLM accuracy target reached, 16 sequences an update."""
-    node = run_dir / "bert-paddle-cpux1x1/round1/localhost_noderank0"
-    log = parse_rank_log(node / "rank0.out.log").events
-    names = [e["event"] for e in log]
-    assert names[:5] == ["INIT_START", "CONVERT_MODEL", "CREATE_OPTIMIZER", "INIT_END",
-                         "TRAIN_START"]
-    assert names[-2:] == ["TRAIN_END", "FINISHED"]
-    config = yaml.safe_load((node / "config.yaml").read_text())
+    _, log, config, finished = framework_round(run_dir, "bert-paddle-cpux1x1", "AdamW",
+                                               "mlm_accuracy", 16)
     convert = next(e["value"] for e in log if e["event"] == "CONVERT_MODEL")
     assert convert["parameters"] == 1_024_514 and convert["train_samples"] == 1024
-    assert next(e["value"] for e in log if e["event"] == "CREATE_OPTIMIZER") == {
-        "optimizer": "AdamW", "learning_rate": config["learning_rate"]}
     step = next(e["value"] for e in log if e["event"] == "STEP_END")
     assert step["global_steps"] == 16
     assert step["learning_rate"] == pytest.approx(config["learning_rate"] * 16 / 20)
-    finished = log[-1]["value"]
-    assert set(finished) == torch_finished_keys("mlm_accuracy")
-    assert finished["converged"] is True and finished["world_size"] == 1
+    assert finished["converged"] is True
     assert finished["final_mlm_accuracy"] >= finished["target_mlm_accuracy"] == 0.04
-    assert finished["num_trained_samples"] == 16 * finished["global_steps"]
-    assert 0 < finished["init_time"] < finished["e2e_time"]
 
 
 SWEEPS = ("interconnect-h2d", "interconnect-d2h", "interconnect-P2P_intraserver",
