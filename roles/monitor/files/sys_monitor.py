@@ -407,9 +407,10 @@ def run_daemon(output_dir: Path, args: argparse.Namespace) -> str:
             plugin = None
             info["device_error"] = f"{type(err).__name__}: {err}"
             print(f"sys_monitor: devices not available: {info['device_error']}", flush=True)
+    # Before the vendor's own script starts: it is the monitor's, not other work.
+    sampler = Sampler(output_dir, plugin, power, exclude={getattr(args, "caller", os.getpid())})
     if args.vendor_script and Path(args.vendor_script).is_file():
         info["vendor_script"] = run_vendor_script(args.vendor_script, "start", output_dir)
-    sampler = Sampler(output_dir, plugin, power, exclude={getattr(args, "caller", os.getpid())})
     # A first sample right away (after a short priming of the CPU counters), before the info
     # file that start waits for: whatever is launched after start returns is covered.
     time.sleep(min(args.interval, 0.1))
