@@ -1,9 +1,9 @@
 """The inference suite with runtime docker: an image case and the text case on one loopback
 host, each in the cpu vendor's pytorch image (which carries onnx and onnxruntime), through the
-wrapper; the local run (tests/test_local_run.py) runs all four with runtime none. Each round exports its model to ONNX
-and runs it in onnxruntime inside the container, as the ssh user; the ONNX file is left out of
-the fetch and stays in the host's round folder (kept here with flagperf_keep_workdir), and
-nothing is left running."""
+wrapper; the local run (tests/test_local_run.py) runs all four with runtime none. Each round
+exports its model to ONNX and runs it in onnxruntime inside the container, as the ssh user; the
+ONNX file is left out of the fetch and stays in the host's round folder (kept here with
+flagperf_keep_workdir), and nothing is left running."""
 
 from __future__ import annotations
 
