@@ -251,11 +251,10 @@ def free_port() -> int:
 
 
 def run_nodes(round_: dict, tmp_path: Path, python: str = sys.executable,
-              timeout: float = 240, path_first: str = "") -> list[Path]:
+              timeout: float = 240) -> list[Path]:
     """Start every node of ``round_`` (checkout at ``tmp_path``) as a round does, each in its
-    own output folder and session, and wait for them all; returns the output folders.
-    ``path_first``: a folder put first on PATH. Fails with the nodes' output when one exits
-    non-zero or the timeout passes."""
+    own output folder and session, and wait for them all; returns the output folders. Fails
+    with the nodes' output when one exits non-zero or the timeout passes."""
     port = free_port()
     data = tmp_path / "data set"
     data.mkdir(exist_ok=True)
@@ -265,8 +264,6 @@ def run_nodes(round_: dict, tmp_path: Path, python: str = sys.executable,
         out.mkdir()
         argv = launch_argv(round_, noderank, python, str(tmp_path), str(out), str(data), port)
         env = {**os.environ, **launch_env(round_, noderank, str(tmp_path), port)}
-        if path_first:
-            env["PATH"] = f"{path_first}{os.pathsep}{env.get('PATH', '')}"
         log = open(out / "launcher.log", "wb")
         nodes.append((out, log, subprocess.Popen(argv, cwd=out, env=env, stdin=subprocess.DEVNULL,
                                                  stdout=log, stderr=subprocess.STDOUT,

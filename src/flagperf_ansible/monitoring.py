@@ -229,10 +229,6 @@ def summarize_node(node_dir: Path, start_ms: float | None, end_ms: float | None,
         "net_sent_Bps_mean": _mean(_values(window, "net_sent_Bps")),
         "other_cpu_cores_mean": _mean(_values(window, "other_cpu_cores")),
     }
-    others = _max(_values(_in_window(devices, start, end, interval_ms), "other_processes"))
-    summary["busy"] = busy_host(summary["system"]["load1_mean"], _logical_cores(node_dir),
-                                summary["system"]["other_cpu_cores_mean"],
-                                int(others) if others is not None else None)
     source = info.get("host_power_source", "not available")
     power = [(r["timestamp_ms"], r["host_power_w"]) for r in system
              if r.get("host_power_w") is not None]
@@ -246,6 +242,12 @@ def summarize_node(node_dir: Path, start_ms: float | None, end_ms: float | None,
     else:
         summary["host_power"] = "not available"
     summary["devices"] = _summarize_devices(info, devices, start, end, interval_ms)
+    per_device = summary["devices"].get("per_device", []) \
+        if isinstance(summary["devices"], dict) else []
+    others = _max(_values(per_device, "other_processes_max"))
+    summary["busy"] = busy_host(summary["system"]["load1_mean"], _logical_cores(node_dir),
+                                summary["system"]["other_cpu_cores_mean"],
+                                int(others) if others is not None else None)
     return summary
 
 
