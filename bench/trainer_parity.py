@@ -8,7 +8,7 @@ with transformers' ResNet-50 and its own image loader; now it is torchvision's m
 The old case (``benchmarks/`` and the ``src/`` that reads its configuration) is taken from git
 at ``--commit`` (``git archive``) into a temporary folder; the new one is this checkout's. Each
 runs its own ``cpu`` profile's effective configuration (hardware ``cpu``, vendor ``cpu``, 1 node
-x 1 process: that tree's ``flagperf_ansible.cases.effective_config``) on the digits data
+x 1 process: that tree's ``flagperf_ansible.config.cases.effective_config``) on the digits data
 (``flagperf-ansible data prepare digits DIR``; written to a temporary folder when
 ``--data-dir`` is not given), one process each, directly (no torchrun, no vendor hooks),
 alternating old then new for ``--rounds`` rounds. Figures per case (medians over rounds):
@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from flagperf_ansible.perflog import parse_rank_log  # noqa: E402
+from flagperf_ansible.results.perflog import parse_rank_log  # noqa: E402
 
 ENTRY = Path("benchmarks/resnet50/pytorch/run_pretraining.py")
 FIGURES = ("wall", "e2e_time", "p_whole", "p_train", "p_core", "final_acc1", "epochs",
@@ -60,8 +60,8 @@ def extract_old_tree(commit: str, target: Path) -> Path:
 CONFIG_SCRIPT = """
 import sys, yaml
 from pathlib import Path
-from flagperf_ansible.cases import effective_config, load_case
-from flagperf_ansible.casespec import CaseSpec
+from flagperf_ansible.config.cases import effective_config, load_case
+from flagperf_ansible.config.casespec import CaseSpec
 root = Path(sys.argv[1])
 spec = CaseSpec(model="resnet50", framework="pytorch", hardware="cpu", nnodes=1, nproc_per_node=1)
 print(yaml.safe_dump(effective_config(root, load_case(root, "resnet50", "pytorch"), spec, "cpu")[0]))
@@ -103,7 +103,7 @@ def main() -> int:
         work = Path(tmp)
         data_dir = args.data_dir
         if data_dir is None:
-            from flagperf_ansible.data import prepare_digits
+            from flagperf_ansible.datasets.imagenet import generate as prepare_digits
 
             data_dir = work / "digits"
             prepare_digits(data_dir)

@@ -43,7 +43,7 @@ def case_model(model: str, framework: str = "pytorch") -> ModuleType:
 def case_config(model: str, hardware: str = "standard", framework: str = "pytorch") -> dict:
     """The case's configuration on ``hardware``: its standard params, then its profile's (none
     for ``standard``)."""
-    from flagperf_ansible.cases import load_case, profile_of
+    from flagperf_ansible.config.cases import load_case, profile_of
 
     case = load_case(ROOT, model, framework)
     config = dict(case.standard.params)

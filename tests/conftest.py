@@ -53,7 +53,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The digits data set in the ImageNet folder layout (written once per session)."""
-    from flagperf_ansible.data import prepare_digits
+    from flagperf_ansible.datasets.imagenet import generate as prepare_digits
 
     target = tmp_path_factory.mktemp("data") / "digits"
     prepare_digits(target)
@@ -74,7 +74,7 @@ def framework_python():
     import json
     import subprocess
 
-    from flagperf_ansible.launch import framework_env_name
+    from flagperf_ansible.run.launch import framework_env_name
 
     def get(framework: str) -> Path:
         override = os.environ.get(f"FLAGPERF_FRAMEWORK_PYTHON_{framework.upper()}")

@@ -62,10 +62,10 @@ def ensure_user() -> pwd.struct_passwd:
 
 
 def ensure_base_image() -> None:
-    """``flagperf-base:bookworm`` (flagperf_ansible.base_image: Debian bookworm minbase with
+    """``flagperf-base:bookworm`` (flagperf_ansible.run.base_image: Debian bookworm minbase with
     python3, venv, pip and CA certificates), its debootstrap kept under ``/var/cache/flagperf``."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from flagperf_ansible import base_image
+    from flagperf_ansible.run import base_image
 
     base_image.make(BASE_IMAGE, "bookworm", rootfs=CACHE / "rootfs-bookworm")
 
@@ -207,7 +207,7 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
     data = SHARED / "data" / "digits"
     if not ((data / "val" / ".complete").exists() and (data / "BiT-R14x1-random.npz").exists()):
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-        from flagperf_ansible.data import prepare_digits
+        from flagperf_ansible.datasets.imagenet import generate as prepare_digits
 
         prepare_digits(data)
     run("chmod", "-R", "a+rX", str(SHARED))

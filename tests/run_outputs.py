@@ -14,8 +14,8 @@ from pathlib import Path
 
 from driver import perflog
 from driver.finished import RoundClock
-from flagperf_ansible.layout import write_run
-from flagperf_ansible.rounds import finalize_round
+from flagperf_ansible.results.layout import write_run
+from flagperf_ansible.results.rounds import finalize_round
 
 CASE = "c-pytorch-cpux1x1"
 FLAGPERF_CASE = "bert:pytorch_1.8:A100:1:8:1"

@@ -1,7 +1,7 @@
 """The base micro-benchmark cases (benchmarks/base/, harness benchmarks/driver/torch/microbench.py):
 each case's entry run for real on the CPU with its cpu profile shrunk further, its FINISHED
 checked against the contract the controller relies on, and every case read through
-flagperf_ansible.cases."""
+flagperf_ansible.config.cases."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from driver.torch.microbench import sweep_sizes
-from flagperf_ansible import cases
-from flagperf_ansible.perflog import parse_rank_log
+from flagperf_ansible.config import cases
+from flagperf_ansible.results.perflog import parse_rank_log
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "benchmarks" / "base"
@@ -191,7 +191,7 @@ def test_every_base_case_passes_the_contract(project):
         assert spec.spec.suite == "base" and spec.spec.launcher == "torchrun"
         for key, metric in spec.spec.metrics.items():
             assert metric.direction == "higher" and "=" in metric.description, (case, key)
-            # every figure but algbw has its datasheet entry (flagperf_ansible.datasheet)
+            # every figure but algbw has its datasheet entry (flagperf_ansible.config.datasheet)
             assert bool(metric.datasheet) == (key != "algbw"), (case, key)
         label, _ = cases.profile_of(project, spec, "cpu")
         assert label["description"]

@@ -19,9 +19,10 @@ import pytest
 import yaml
 
 import loopback_cluster
-from flagperf_ansible import base_image, cli
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.settings import check_settings
+from flagperf_ansible import cli
+from flagperf_ansible.run import base_image
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.config.settings import check_settings
 from unavailable import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +116,7 @@ def as_nobody(*args: str) -> tuple[int, str]:
     import pwd
 
     import flagperf_ansible.datasets  # noqa: F401  (what cli.main imports, loaded as root)
-    import flagperf_ansible.settings  # noqa: F401
+    import flagperf_ansible.config.settings  # noqa: F401
 
     nobody = pwd.getpwnam("nobody")
     read, write = os.pipe()

@@ -19,7 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from case_model import ROOT, case_model, case_module
 from flagperf_ansible import datasets
-from flagperf_ansible.case_schema import evaluate_formula
+from flagperf_ansible.config.case_schema import evaluate_formula
 from flagperf_ansible.datasets import mlperf_bert_hdf5 as bert_data
 
 CASE = ROOT / "benchmarks" / "bert" / "pytorch"

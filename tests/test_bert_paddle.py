@@ -26,8 +26,8 @@ import yaml
 
 from case_model import ROOT, case_model, case_module
 from flagperf_ansible import datasets
-from flagperf_ansible.launchers import launch_argv, launch_env
-from flagperf_ansible.perflog import parse_rank_log
+from flagperf_ansible.config.launchers import launch_argv, launch_env
+from flagperf_ansible.results.perflog import parse_rank_log
 
 CASE = ROOT / "benchmarks" / "bert" / "paddle"
 STANDARD = yaml.safe_load((CASE / "config" / "standard.yaml").read_text())["params"]

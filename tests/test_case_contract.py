@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flagperf_ansible.cases import NOT_PROFILES, check_vendor_kit, list_cases, load_case
-from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.config.cases import NOT_PROFILES, check_vendor_kit, list_cases, load_case
+from flagperf_ansible.config.errors import ConfigError
 from test_validation import GOOD_CASE, plan_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ def test_cases_command_lists_every_case_with_its_suite(scratch_project):
     assert ["diagnostic", "sleep:pytorch"] in lines
     # The last line says how to run one, with an example the parser takes.
     example = done.stdout.splitlines()[-1].split("--case ")[-1]
-    from flagperf_ansible.casespec import parse_case_spec
+    from flagperf_ansible.config.casespec import parse_case_spec
     assert parse_case_spec(example).case_id == "resnet50-pytorch-inference-cpux1x1"
 
 

@@ -1,7 +1,7 @@
 import pytest
 
-from flagperf_ansible.casespec import CaseSpec, parse_case_key, parse_case_spec
-from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.config.casespec import CaseSpec, parse_case_key, parse_case_spec
+from flagperf_ansible.config.errors import ConfigError
 
 
 def test_flagperf_key_and_mapping_give_the_same_spec():

@@ -17,8 +17,8 @@ import psutil
 import pytest
 import yaml
 
-from flagperf_ansible.launch import image_tag
-from flagperf_ansible.plan import build_plan
+from flagperf_ansible.run.launch import image_tag
+from flagperf_ansible.run.plan import build_plan
 
 pytestmark = pytest.mark.slow
 

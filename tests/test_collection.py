@@ -15,8 +15,8 @@ import psutil
 import pytest
 import yaml
 
-from flagperf_ansible.perflog import parse_rank_log
-from flagperf_ansible.plan import build_plan
+from flagperf_ansible.results.perflog import parse_rank_log
+from flagperf_ansible.run.plan import build_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAYBOOK = """

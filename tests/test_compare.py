@@ -9,10 +9,10 @@ import sys
 import pytest
 from scipy import stats as scipy_stats
 
-from flagperf_ansible.compare import compare_runs
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.flagperf_import import figure_direction
-from flagperf_ansible.summary import build_summary
+from flagperf_ansible.results.compare import compare_runs
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.results.flagperf_import import figure_direction
+from flagperf_ansible.results.summary import build_summary
 from run_outputs import CASE, CPU_PROFILE, FLAGPERF_CASE, INFERENCE, flagperf_log, make_run, \
     make_suite_run
 

@@ -17,8 +17,8 @@ import yaml
 
 from case_model import case_config, case_model, case_module
 from flagperf_ansible import datasets
-from flagperf_ansible.case_schema import evaluate_formula
-from flagperf_ansible.cases import load_case, profile_of
+from flagperf_ansible.config.case_schema import evaluate_formula
+from flagperf_ansible.config.cases import load_case, profile_of
 from flagperf_ansible.datasets import cpm_text, layout_check
 
 ROOT = Path(__file__).resolve().parents[1]

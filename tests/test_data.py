@@ -6,7 +6,7 @@ import torch
 
 from driver.torch.classification import eval_transform, image_folder, train_transform
 from flagperf_ansible import datasets
-from flagperf_ansible.cases import load_case, profile_of
+from flagperf_ansible.config.cases import load_case, profile_of
 
 
 @pytest.fixture(scope="module")

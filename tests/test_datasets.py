@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from flagperf_ansible import cli, data, datasets
+from flagperf_ansible import cli, datasets
 from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
 from flagperf_ansible.datasets.wmt14_en_de_fairseq import SPECIALS, write_binarized
@@ -86,7 +86,7 @@ def test_a_folder_that_is_not_there():
 
 def test_digits_is_the_imagenet_generator(pristine):
     assert datasets.get("digits") is datasets.get("imagenet")
-    assert "digits" in data.DATASETS
+    assert "digits" in datasets.names()
     counts = {s: sum(1 for _ in (pristine["imagenet"] / s).rglob("*.png"))
               for s in ("train", "val")}
     assert counts == {"train": 1437, "val": 360}

@@ -4,12 +4,12 @@ message-size sweep, on rounds the real driver's PerfLog writer emitted, through 
 
 import pytest
 
-from flagperf_ansible.cases import load_case
-from flagperf_ansible.datasheet import Datasheet, datasheet_basis
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.report import _plot_title, summary_html, summary_markdown
-from flagperf_ansible.report import write_summary
-from flagperf_ansible.vendor import load_vendor
+from flagperf_ansible.config.cases import load_case
+from flagperf_ansible.config.datasheet import Datasheet, datasheet_basis
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.results.report import _plot_title, summary_html, summary_markdown
+from flagperf_ansible.results.report import write_summary
+from flagperf_ansible.config.vendor import load_vendor
 from run_outputs import make_suite_run
 
 CONTRACT = {"suite": "base",

@@ -23,7 +23,7 @@ from case_model import case_config, case_model
 from driver.torch import detection
 from driver.torch.trainer import TrainingPlan
 from flagperf_ansible import datasets
-from flagperf_ansible.cases import load_case, profile_of
+from flagperf_ansible.config.cases import load_case, profile_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

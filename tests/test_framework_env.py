@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from flagperf_ansible.launch import framework_env_name
-from flagperf_ansible.plan import build_plan
+from flagperf_ansible.run.launch import framework_env_name
+from flagperf_ansible.run.plan import build_plan
 
 SCRIPT = Path(__file__).resolve().parents[1] / "roles/framework_env/files/framework_env.py"
 

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 import loopback_cluster
-from flagperf_ansible.launch import framework_env_name
+from flagperf_ansible.run.launch import framework_env_name
 from test_cluster import left_behind
 
 pytestmark = pytest.mark.slow

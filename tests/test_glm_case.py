@@ -25,9 +25,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from case_model import case_config, case_model, case_module
 from flagperf_ansible import datasets
-from flagperf_ansible.cases import load_case, profile_of
+from flagperf_ansible.config.cases import load_case, profile_of
 from flagperf_ansible.datasets import glm_record_hdf5, layout_check
-from flagperf_ansible.mfu import flops_per_unit
+from flagperf_ansible.results.mfu import flops_per_unit
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_DIR = ROOT / "benchmarks" / "glm" / "pytorch"

@@ -26,8 +26,8 @@ from transformers import BertTokenizer
 
 from driver.torch import inference
 from flagperf_ansible import datasets
-from flagperf_ansible.cases import effective_config, load_case
-from flagperf_ansible.casespec import parse_case_spec
+from flagperf_ansible.config.cases import effective_config, load_case
+from flagperf_ansible.config.casespec import parse_case_spec
 from flagperf_ansible.datasets import bert_eval_text, layout_check
 
 ROOT = Path(__file__).resolve().parents[1]

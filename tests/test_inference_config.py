@@ -1,4 +1,4 @@
-"""Seed 004's configuration rules for inference cases (flagperf_ansible.inference_config), on a
+"""Seed 004's configuration rules for inference cases (flagperf_ansible.config.inference_config), on a
 case written into a scratch folder: configurations.yaml and parameters.yaml share no key and
 take no host key; a vendor's file may add a key (a warning), change one (recorded), never set a
 host or parameters key nor repeat a value; the four switches never contradict each other. Each
@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from checkout_copy import copy_checkout, write_local_inventory
-from flagperf_ansible.cases import effective_config, load_case
-from flagperf_ansible.casespec import parse_case_spec
-from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.config.cases import effective_config, load_case
+from flagperf_ansible.config.casespec import parse_case_spec
+from flagperf_ansible.config.errors import ConfigError
 
 CONFIGURATIONS = {"batch_size": 256, "flops": "2*512*0.33e9", "fp16": True,
                   "compiler": "tensorrt", "num_workers": 8, "log_freq": 30, "repeat": 5,

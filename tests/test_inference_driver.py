@@ -22,8 +22,8 @@ import torch
 import yaml
 
 from driver.torch.inference import InferenceError, PathResult, load_engine_class
-from flagperf_ansible.perflog import parse_lines
-from flagperf_ansible.suites import round_verdict
+from flagperf_ansible.results.perflog import parse_lines
+from flagperf_ansible.config.suites import round_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"

@@ -25,7 +25,7 @@ import torch
 import yaml
 
 from driver.torch.inference import PathResult, load_engine_class
-from flagperf_ansible import inference_config
+from flagperf_ansible.config import inference_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("resnet50", "vit_l_16", "swin_transformer")

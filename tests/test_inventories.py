@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.inventory import read_inventory
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.config.inventory import read_inventory
 
 ROOT = Path(__file__).resolve().parents[1]
 SLEEP = "sleep:pytorch:cpu:1:1:1"
@@ -229,7 +229,7 @@ def bad_value(base: Path, files: dict[str, str], args: list[str] | None = None) 
     sources = [argv[i + 1] for i, a in enumerate(argv) if a == "-i"]
     extra = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
     limit = next((argv[i + 1] for i, a in enumerate(argv) if a == "--limit"), None)
-    from flagperf_ansible.plan import build_plan
+    from flagperf_ansible.run.plan import build_plan
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(ConfigError) as caught:
         patch.setenv("ANSIBLE_CONFIG", str(ROOT / "ansible.cfg"))

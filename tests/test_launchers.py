@@ -1,4 +1,4 @@
-"""The launcher registry (flagperf_ansible.launchers): each launcher's argv and environment for
+"""The launcher registry (flagperf_ansible.config.launchers): each launcher's argv and environment for
 every node of a round, and real rounds of every launcher (torchrun and plain python: two nodes
 doing a gloo all_reduce on 127.0.0.1; binary: a shell script entry; paddle in the framework's
 environment, as runtime none runs it: conftest's framework_python). tf_config and msrun start
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flagperf_ansible.launchers import LAUNCHERS, get_launcher, launch_argv, launch_env, \
+from flagperf_ansible.config.launchers import LAUNCHERS, get_launcher, launch_argv, launch_env, \
     worker_endpoints
 
 ROOT = "/opt/flagperf"

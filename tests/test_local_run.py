@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from case_model import case_module, torch_finished_keys
-from flagperf_ansible.perflog import parse_rank_log
+from flagperf_ansible.results.perflog import parse_rank_log
 from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE
 
 pytestmark = pytest.mark.slow
@@ -214,7 +214,7 @@ def check_console_widths(summary: dict) -> None:
     or ended with an ellipsis, no line wider than the console."""
     from rich.console import Console
 
-    from flagperf_ansible.report import print_summary
+    from flagperf_ansible.results.report import print_summary
 
     def text(width: int) -> str:
         console = Console(record=True, width=width, file=io.StringIO())

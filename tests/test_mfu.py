@@ -4,9 +4,9 @@
 import pytest
 
 from case_model import case_model
-from flagperf_ansible.cases import load_case
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.mfu import flops_per_unit, round_mfu
+from flagperf_ansible.config.cases import load_case
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.results.mfu import flops_per_unit, round_mfu
 from test_validation import GOOD_CASE, plan_for
 
 A100_CASE = {**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from driver import perflog
-from flagperf_ansible.rounds import finalize_round
+from flagperf_ansible.results.rounds import finalize_round
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "roles/monitor/files/sys_monitor.py"

@@ -5,7 +5,7 @@ import csv
 import json
 import subprocess
 
-from flagperf_ansible.perflog import parse_rank_log
+from flagperf_ansible.results.perflog import parse_rank_log
 
 
 def test_site_yml_round_has_monitor_samples_and_summary(project, tmp_path, venv_env):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from flagperf_ansible.monitoring import event_window, integrate_energy, summarize_round
+from flagperf_ansible.results.monitoring import event_window, integrate_energy, summarize_round
 
 SYS = ["timestamp_ms", "cpu_percent", "load1", "mem_used_bytes", "mem_total_bytes", "mem_percent",
        "disk_read_Bps", "disk_write_Bps", "net_recv_Bps", "net_sent_Bps", "host_power_w",

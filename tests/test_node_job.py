@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from flagperf_ansible.round_wait import node_failed, node_finished, node_outcome
+from flagperf_ansible.run.round_wait import node_failed, node_finished, node_outcome
 
 NODE_JOB = Path(__file__).resolve().parents[1] / "roles" / "launch" / "files" / "node_job.py"
 

@@ -75,5 +75,5 @@ def test_the_checker_finds_a_circle():
 
 def test_the_controller_package_has_no_import_circle():
     graph = import_graph()
-    assert "flagperf_ansible.summary" in graph["flagperf_ansible.report"]
+    assert "flagperf_ansible.results.summary" in graph["flagperf_ansible.results.report"]
     assert cycles(graph) == []

@@ -109,8 +109,8 @@ def test_controller_modules_and_plugins_import_without_the_benchmark_side(blocke
     assert done.returncode == 0, done.stderr[-3000:]
     imported = json.loads(done.stdout.splitlines()[-1])
     # The walk found the package and the plugins, not an empty folder.
-    assert {"flagperf_ansible.cli", "flagperf_ansible.data", "flagperf_ansible.runner",
-            "flagperf_ansible.report", "flagperf_ansible.summary"} <= set(imported["modules"])
+    assert {"flagperf_ansible.cli", "flagperf_ansible.datasets", "flagperf_ansible.run.runner",
+            "flagperf_ansible.results.report", "flagperf_ansible.results.summary"} <= set(imported["modules"])
     assert {"flagperf", "flagperf_results", "flagperf_preload", "piped_script",
             "node_wait"} <= set(imported["plugins"])
     assert not [m for m in imported["loaded"] if m.partition(".")[0] in BLOCKED_MODULES]

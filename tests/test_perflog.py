@@ -2,7 +2,7 @@ import io
 import json
 
 from driver import perflog as emitter
-from flagperf_ansible import perflog as parser
+from flagperf_ansible.results import perflog as parser
 
 # A FINISHED line of a real FlagPerf run (seed 000, CPM on A100 1x8).
 FLAGPERF_LINE = (

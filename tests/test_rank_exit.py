@@ -23,9 +23,9 @@ import psutil
 import yaml
 from PIL import Image
 
-from flagperf_ansible.cases import effective_config, load_case
-from flagperf_ansible.casespec import CaseSpec
-from flagperf_ansible.launchers import launch_argv, launch_env
+from flagperf_ansible.config.cases import effective_config, load_case
+from flagperf_ansible.config.casespec import CaseSpec
+from flagperf_ansible.config.launchers import launch_argv, launch_env
 
 # Runs the real entry point with ``driver.dist.shutdown`` (which the trainer calls) wrapped: after
 # it returns, the rank writes how many gloo worker threads (named pt_gloo_runloop by torch) are

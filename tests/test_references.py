@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from flagperf_ansible.cases import load_case
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.report import print_summary, summary_markdown
-from flagperf_ansible.report import write_summary
-from flagperf_ansible.summary import build_summary
+from flagperf_ansible.config.cases import load_case
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.results.report import print_summary, summary_markdown
+from flagperf_ansible.results.report import write_summary
+from flagperf_ansible.results.summary import build_summary
 from run_outputs import CPU_PROFILE, TRAINING, make_run
 from test_case_contract import CASE, edit
 from test_validation import GOOD_CASE, plan_for

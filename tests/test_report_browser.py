@@ -5,7 +5,7 @@ run is measured in tests/test_local_run.py."""
 import csv
 
 from browser import page_metrics, screenshot
-from flagperf_ansible.report import write_summary
+from flagperf_ansible.results.report import write_summary
 from run_outputs import CASE, CPU_PROFILE, make_run
 from test_monitoring import SYS
 

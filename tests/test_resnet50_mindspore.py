@@ -25,8 +25,8 @@ import yaml
 from case_model import ROOT, case_module, torch_finished_keys
 from driver.torch.classification import eval_transform, image_folder, lr_factor
 from driver.torch.trainer import TrainingPlan
-from flagperf_ansible.launchers import launch_argv, launch_env
-from flagperf_ansible.perflog import parse_rank_log
+from flagperf_ansible.config.launchers import launch_argv, launch_env
+from flagperf_ansible.results.perflog import parse_rank_log
 
 CASE = ROOT / "benchmarks" / "resnet50" / "mindspore"
 STANDARD = yaml.safe_load((CASE / "config" / "standard.yaml").read_text())["params"]

@@ -31,8 +31,8 @@ from flagperf_ansible import datasets
 from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.imagenet_tfrecord import (encode_example, shard_name,
                                                          write_tfrecord)
-from flagperf_ansible.launchers import launch_argv, launch_env
-from flagperf_ansible.perflog import parse_rank_log
+from flagperf_ansible.config.launchers import launch_argv, launch_env
+from flagperf_ansible.results.perflog import parse_rank_log
 
 CASE = ROOT / "benchmarks" / "resnet50" / "tensorflow2"
 STANDARD = yaml.safe_load((CASE / "config" / "standard.yaml").read_text())["params"]

@@ -7,10 +7,10 @@ import pytest
 
 from driver import perflog
 from driver.finished import RoundClock
-from flagperf_ansible.layout import keep_attempt, write_run
-from flagperf_ansible.rounds import finalize_round, refinalize_round, reparse_rounds, round_status
-from flagperf_ansible.report import write_summary
-from flagperf_ansible.summary import build_summary
+from flagperf_ansible.results.layout import keep_attempt, write_run
+from flagperf_ansible.results.rounds import finalize_round, refinalize_round, reparse_rounds, round_status
+from flagperf_ansible.results.report import write_summary
+from flagperf_ansible.results.summary import build_summary
 from run_outputs import CASE, CPU_PROFILE, TRAINING, emit_round, finalize, make_run, \
     write_planned_run
 

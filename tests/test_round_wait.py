@@ -4,9 +4,9 @@ controller (RoundBoard); a round's status and who is to blame."""
 
 import pytest
 
-from flagperf_ansible.rounds import round_status
+from flagperf_ansible.results.rounds import round_status
 from filter_plugins_loader import load_plugin
-from flagperf_ansible.round_wait import RoundBoard, job_status, node_outcome
+from flagperf_ansible.run.round_wait import RoundBoard, job_status, node_outcome
 
 RUNNING = {"started": 1, "finished": 0, "ansible_job_id": "j1"}
 DONE = {"finished": 1, "rc": 0, "stdout": "ok"}
@@ -106,7 +106,7 @@ def test_the_wrapper_puts_the_progress_on_its_bar():
     from rich.console import Console
     from rich.progress import Progress
 
-    from flagperf_ansible.runner import Wrapper
+    from flagperf_ansible.run.runner import Wrapper
 
     wrapper = Wrapper(None, Console(file=io.StringIO()))
     with Progress(console=wrapper.console) as progress:

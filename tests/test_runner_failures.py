@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from checkout_copy import write_local_inventory
-from flagperf_ansible.runner import failure_lines
+from flagperf_ansible.run.runner import failure_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 

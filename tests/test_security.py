@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from flagperf_ansible.plan import build_plan
+from flagperf_ansible.run.plan import build_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Every YAML file Ansible reads as tasks or plays.
@@ -366,7 +366,7 @@ def test_documented_inventories_connect_as_a_non_root_user():
 def test_ssh_inventories_name_a_user(inventory, monkeypatch):
     """Hosts reached over ssh say which (non-root) user; local connections need none (as
     Ansible resolves each host's variables)."""
-    from flagperf_ansible.inventory import read_inventory
+    from flagperf_ansible.config.inventory import read_inventory
 
     monkeypatch.setenv("ANSIBLE_CONFIG", str(ROOT / "ansible.cfg"))
     loaded = read_inventory([str(inventory)])

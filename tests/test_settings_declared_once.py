@@ -1,4 +1,4 @@
-"""Each ``flagperf_*`` setting is declared once, in ``flagperf_ansible.settings.Settings``: the
+"""Each ``flagperf_*`` setting is declared once, in ``flagperf_ansible.config.settings.Settings``: the
 flagperf role's defaults/main.yml and meta/argument_specs.yml are generated from it, and Ansible
 accepts the generated argument spec."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.settings import (ARGUMENT_SPECS_FILE, DEFAULTS_FILE, Settings,
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.config.settings import (ARGUMENT_SPECS_FILE, DEFAULTS_FILE, Settings,
                                        argument_specs_yaml, check_settings, defaults,
                                        defaults_yaml)
 
 ROOT = Path(__file__).resolve().parents[1]
-REGENERATE = "stale: run `python -m flagperf_ansible.settings`"
+REGENERATE = "stale: run `python -m flagperf_ansible.config.settings`"
 
 
 def _committed_defaults() -> dict:
@@ -90,7 +90,7 @@ def test_defaults_with_a_case_pass_and_without_fail():
 
 
 def test_check_mode_of_the_generator_passes_on_the_checkout():
-    done = subprocess.run([sys.executable, "-m", "flagperf_ansible.settings", "--check"],
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible.config.settings", "--check"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert done.returncode == 0, done.stderr

@@ -2,7 +2,7 @@ import statistics
 
 import pytest
 
-from flagperf_ansible.stats import case_passes, describe, numeric_fields
+from flagperf_ansible.results.stats import case_passes, describe, numeric_fields
 
 
 def test_describe_matches_the_standard_library():

@@ -97,7 +97,7 @@ def write_case(project: Path, suite: str, model: str, figures: dict) -> None:
         "entry": "run.py", "timeout": 120, **spec["case"]}))
     params = {**spec["params"], "seconds": 1.0, "window_start": spec["window"][0],
               "window_end": spec["window"][1], "figures": figures}
-    if suite == "inference":    # seed 004's two files (flagperf_ansible.inference_config)
+    if suite == "inference":    # seed 004's two files (flagperf_ansible.config.inference_config)
         (folder / "config/configurations.yaml").write_text(yaml.safe_dump({
             "batch_size": 1, "flops": "2*1e9", "fp16": False, "compiler": None,
             "num_workers": 0, "log_freq": 1, "repeat": 1, "no_validation": False,

@@ -7,10 +7,10 @@ import json
 import pytest
 from rich.console import Console
 
-from flagperf_ansible.report import case_table, print_summary
-from flagperf_ansible.report import write_summary
-from flagperf_ansible.layout import mark_interrupted
-from flagperf_ansible.summary import build_summary
+from flagperf_ansible.results.report import case_table, print_summary
+from flagperf_ansible.results.report import write_summary
+from flagperf_ansible.results.layout import mark_interrupted
+from flagperf_ansible.results.summary import build_summary
 from filter_plugins_loader import load_plugin
 from run_outputs import BASE, CASE, CPU_PROFILE, INFERENCE, make_run, make_suite_run
 
@@ -272,7 +272,7 @@ def test_one_round_shows_no_statistics_that_need_two(tmp_path):
     case = build_summary(tmp_path)["cases"][0]
     header, rows = case_table(case)
     assert [r[0] for r in rows] == ["1"]                  # no mean/std/cv rows repeating it
-    from flagperf_ansible.report import case_facts, stats_table, summary_html
+    from flagperf_ansible.results.report import case_facts, stats_table, summary_html
 
     header, rows = stats_table(case)
     by_name = {r[0]: dict(zip(header, r)) for r in rows}
@@ -338,7 +338,7 @@ def test_the_console_summary_fits_80_and_120_columns_and_cuts_nothing(tmp_path):
 
 
 def test_a_case_counting_mel_frames_keeps_samples_in_samples():
-    from flagperf_ansible.report import stats_table
+    from flagperf_ansible.results.report import stats_table
 
     case = {"suite": "training", "contract": {
         "metrics": {}, "throughput": {"figure": "p_train", "unit": "mel_frames",

@@ -16,7 +16,7 @@ from case_model import torch_finished_keys
 from driver.convergence import Target
 from driver.perflog import PerfLogger
 from driver.torch.trainer import Trainer, TrainerSettings, TrainingCase
-from flagperf_ansible.perflog import parse_lines
+from flagperf_ansible.results.perflog import parse_lines
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 WEIGHTS = torch.tensor([[1.5], [-2.0], [0.5], [1.0]])

@@ -16,9 +16,9 @@ import yaml
 
 from case_model import case_config, case_model, case_module
 from flagperf_ansible import datasets
-from flagperf_ansible.cases import load_case
+from flagperf_ansible.config.cases import load_case
 from flagperf_ansible.datasets import wmt14_en_de_fairseq, wmt14_en_de_text
-from flagperf_ansible.mfu import flops_per_unit
+from flagperf_ansible.results.mfu import flops_per_unit
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_DIR = ROOT / "benchmarks" / "transformer" / "pytorch"

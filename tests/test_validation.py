@@ -6,8 +6,8 @@ import sys
 import pytest
 import yaml
 
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.runner import prepare
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.run.runner import prepare
 
 GOOD_CASE = {"model": "resnet50", "framework": "pytorch", "hardware": "cpu", "nnodes": 1,
              "nproc_per_node": 1, "repeat": 2, "data_dir": "data/digits"}

@@ -26,8 +26,8 @@ from driver.perflog import PerfLogger
 from driver.torch import classification
 from driver.torch.optimizers import make_optimizer
 from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan
-from flagperf_ansible.cases import load_case, profile_of
-from flagperf_ansible.mfu import flops_per_unit
+from flagperf_ansible.config.cases import load_case, profile_of
+from flagperf_ansible.results.mfu import flops_per_unit
 
 ROOT = Path(__file__).resolve().parents[1]
 

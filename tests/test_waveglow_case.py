@@ -23,8 +23,8 @@ import torch
 
 from case_model import case_config, case_model, case_module
 from flagperf_ansible import datasets
-from flagperf_ansible.case_schema import evaluate_formula
-from flagperf_ansible.cases import load_case
+from flagperf_ansible.config.case_schema import evaluate_formula
+from flagperf_ansible.config.cases import load_case
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_DIR = ROOT / "benchmarks" / "waveglow" / "pytorch"

@@ -1,6 +1,6 @@
 """The PerfLog emitter: one ``[PerfLog] {json}`` line per event, as FlagPerf writes them.
 
-Line format (FlagPerf-compatible, parsed by ``flagperf_ansible.perflog``)::
+Line format (FlagPerf-compatible, parsed by ``flagperf_ansible.results.perflog``)::
 
     [PerfLog] {"event": NAME, "value": {...}, "metadata": {"file": ..., "lineno": ...,
                "time_ms": ..., "rank": ...}}

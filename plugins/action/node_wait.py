@@ -4,7 +4,7 @@ Each slice is one ssh exchange: the launch role's ``node_job.py wait`` piped to 
 Python, which blocks on the host for up to ``slice`` seconds (no traffic meanwhile) and reports
 whether the node ended. The loop is plain Python in this action, so slice 5000 costs what
 slice 5 does and a round may last a day (``timeout: 86400``) at any slice. Between slices the
-wait reads the round's board on the controller (``flagperf_ansible.round_wait.RoundBoard``):
+wait reads the round's board on the controller (``flagperf_ansible.run.round_wait.RoundBoard``):
 every node of a round is waited for at once, one fork of ``ansible-playbook`` per host, and a
 node that failed, or a host that was lost, ends the other nodes' waits within about one slice.
 The caller then stops what still runs (the launch role's stop).
@@ -55,8 +55,8 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from flagperf_ansible.overview import duration_text
-from flagperf_ansible.round_wait import RoundBoard, job_status, node_failed
+from flagperf_ansible.results.overview import duration_text
+from flagperf_ansible.run.round_wait import RoundBoard, job_status, node_failed
 
 # The launch role's host side, from this collection (this checkout, or the installed one).
 NODE_JOB = Path(__file__).resolve().parents[2] / "roles" / "launch" / "files" / "node_job.py"

@@ -36,10 +36,10 @@ except ImportError:  # running from a checkout without `pip install`: src/ besid
 
 from ansible.plugins.callback import CallbackBase
 
-from flagperf_ansible.layout import REPORT_STEP_FOLLOWS_ENV, RUN_FILE, SUMMARY_HTML, \
+from flagperf_ansible.results.layout import REPORT_STEP_FOLLOWS_ENV, RUN_FILE, SUMMARY_HTML, \
     mark_interrupted, mark_round_start, write_run, write_text
-from flagperf_ansible.rounds import finalize_round
-from flagperf_ansible.report import summary_html, write_summary
+from flagperf_ansible.results.rounds import finalize_round
+from flagperf_ansible.results.report import summary_html, write_summary
 
 DOCUMENTATION = """
 name: flagperf_results

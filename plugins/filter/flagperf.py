@@ -16,10 +16,10 @@ from ansible.errors import AnsibleFilterError
 # Only light modules here: every forked worker that renders a template with a filter imports
 # this file again, once per task and host. The case-spec and plan filters (pydantic models,
 # YAML) import what they need when called.
-from flagperf_ansible.launch import container_name, image_tag
-from flagperf_ansible.launchers import launch_argv, launch_env
-from flagperf_ansible.provenance import node_dir_name
-from flagperf_ansible.round_wait import job_status, node_outcome
+from flagperf_ansible.run.launch import container_name, image_tag
+from flagperf_ansible.config.launchers import launch_argv, launch_env
+from flagperf_ansible.results.provenance import node_dir_name
+from flagperf_ansible.run.round_wait import job_status, node_outcome
 
 DOCUMENTATION = """
 name: flagperf
@@ -41,8 +41,8 @@ def _plain(value):
 def flagperf_case_spec(item):
     """A case spec (mapping or FlagPerf ``model:framework:hardware:nnodes:nproc:repeat``)
     as a mapping with ``case_id``."""
-    from flagperf_ansible.casespec import parse_case_spec
-    from flagperf_ansible.errors import ConfigError
+    from flagperf_ansible.config.casespec import parse_case_spec
+    from flagperf_ansible.config.errors import ConfigError
 
     try:
         spec = parse_case_spec(_plain(item))
@@ -52,7 +52,7 @@ def flagperf_case_spec(item):
 
 
 def flagperf_plan(sources, project_dir):
-    """Validate the run and return its plan (``flagperf_ansible.plan.build_plan``), reading the
+    """Validate the run and return its plan (``flagperf_ansible.run.plan.build_plan``), reading the
     inventory ``sources`` (``ansible_inventory_sources``) with this ansible-playbook's own ``-e``
     and ``--limit`` through the front door the wrapper uses (``inventory.read_inventory``), so
     that both plan the same run.
@@ -62,9 +62,9 @@ def flagperf_plan(sources, project_dir):
     """
     from ansible import context
 
-    from flagperf_ansible.errors import ConfigError
-    from flagperf_ansible.inventory import read_inventory
-    from flagperf_ansible.plan import build_plan
+    from flagperf_ansible.config.errors import ConfigError
+    from flagperf_ansible.config.inventory import read_inventory
+    from flagperf_ansible.run.plan import build_plan
 
     try:
         inventory = read_inventory([str(s) for s in sources],
@@ -82,8 +82,8 @@ def flagperf_run_plan(results_dir, run_id, project_dir):
     Raises:
         AnsibleFilterError: the run has no plan (preflight did not run for it).
     """
-    from flagperf_ansible.layout import PLAN_FILE, read_json
-    from flagperf_ansible.plan import results_root
+    from flagperf_ansible.results.layout import PLAN_FILE, read_json
+    from flagperf_ansible.run.plan import results_root
 
     path = results_root(str(results_dir), Path(str(project_dir))) / str(run_id) / PLAN_FILE
     if not run_id or not path.is_file():
@@ -120,8 +120,8 @@ def flagperf_round_hosts(hosts, hostvars, active, poll_var, deadline_passed=Fals
 
 
 def flagperf_results_root(results_dir, project_dir):
-    """The controller folder of the runs' results (see ``flagperf_ansible.plan.results_root``)."""
-    from flagperf_ansible.plan import results_root
+    """The controller folder of the runs' results (see ``flagperf_ansible.run.plan.results_root``)."""
+    from flagperf_ansible.run.plan import results_root
 
     return str(results_root(str(results_dir), Path(str(project_dir))))
 
@@ -134,7 +134,7 @@ def flagperf_job_status(poll):
 
 def flagperf_launch_argv(round_, noderank, python, root, output_dir, data_dir, master_port):
     """argv of one node of a round by the round's launcher (see
-    ``flagperf_ansible.launchers.launch_argv``)."""
+    ``flagperf_ansible.config.launchers.launch_argv``)."""
     try:
         return launch_argv(_plain(round_), int(noderank), str(python), str(root), str(output_dir),
                            str(data_dir), int(master_port))
@@ -143,7 +143,7 @@ def flagperf_launch_argv(round_, noderank, python, root, output_dir, data_dir, m
 
 
 def flagperf_launch_env(round_, noderank, root, master_port, extra=None):
-    """Environment of one node of a round (see ``flagperf_ansible.launchers.launch_env``):
+    """Environment of one node of a round (see ``flagperf_ansible.config.launchers.launch_env``):
     ``root`` is where the checkout is as the node's processes see it (``FLAGPERF_VENDOR_DIR``
     is under it); ``extra`` comes last."""
     try:

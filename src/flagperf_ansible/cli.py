@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from flagperf_ansible import __version__
-from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.config.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -117,8 +117,8 @@ def _console():
 
 def cmd_run(args: argparse.Namespace) -> int:
     from flagperf_ansible.paths import project_dir
-    from flagperf_ansible.report import print_summary
-    from flagperf_ansible.runner import Wrapper, prepare
+    from flagperf_ansible.results.report import print_summary
+    from flagperf_ansible.run.runner import Wrapper, prepare
 
     if args.retries < 0:
         raise ConfigError("must be 0 or more", "command line", "--retries")
@@ -150,7 +150,7 @@ def _print_warnings(plan: dict) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from flagperf_ansible.paths import project_dir
-    from flagperf_ansible.runner import prepare
+    from flagperf_ansible.run.runner import prepare
 
     prepared = prepare(project_dir(), args.inventory, cases=args.case, check_data=True,
                        extra_vars=args.extra_vars, limit=args.limit)
@@ -163,9 +163,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from flagperf_ansible.report import print_summary
-    from flagperf_ansible.flagperf_import import is_flagperf_layout
-    from flagperf_ansible.report import write_summary
+    from flagperf_ansible.results.report import print_summary
+    from flagperf_ansible.results.flagperf_import import is_flagperf_layout
+    from flagperf_ansible.results.report import write_summary
 
     if not args.run_dir.is_dir():
         raise ConfigError("no such run folder", str(args.run_dir))
@@ -180,9 +180,9 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from flagperf_ansible.compare import comparison_html, comparison_markdown, compare_runs, \
+    from flagperf_ansible.results.compare import comparison_html, comparison_markdown, compare_runs, \
         print_comparison
-    from flagperf_ansible.layout import write_json, write_text
+    from flagperf_ansible.results.layout import write_json, write_text
 
     if args.tolerance < 0:
         raise ConfigError("must be 0 or more", "command line", "--tolerance")
@@ -201,7 +201,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_cases(_args: argparse.Namespace) -> int:
-    from flagperf_ansible.cases import list_cases
+    from flagperf_ansible.config.cases import list_cases
     from flagperf_ansible.paths import project_dir
 
     cases = list_cases(project_dir())
@@ -240,8 +240,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_image(args: argparse.Namespace) -> int:
-    from flagperf_ansible import base_image
-    from flagperf_ansible.settings import IMAGE_PATTERN
+    from flagperf_ansible.run import base_image
+    from flagperf_ansible.config.settings import IMAGE_PATTERN
 
     if not base_image.SUITE_PATTERN.fullmatch(args.suite):
         raise ConfigError(f"{args.suite!r} is not a Debian suite (bookworm, trixie, ...)",

@@ -24,7 +24,7 @@ The steps and their PerfLog events (``driver/perflog.py``), in order:
 7. summary: ``FINISHED``.
 
 ``compiler: null`` ends after step 3. ``INFERENCE_START``..``INFERENCE_END`` is the suite's
-monitoring window (``flagperf_ansible.suites``): it covers the measured path, the one
+monitoring window (``flagperf_ansible.config.suites``): it covers the measured path, the one
 ``num_items`` counts: the engine's (step 6), or, with ``compiler: null``, the validation (it then
 encloses step 3's events), so that energy per item is that path's alone.
 

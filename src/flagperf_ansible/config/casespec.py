@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from flagperf_ansible.errors import ConfigError, raise_first
+from flagperf_ansible.config.errors import ConfigError, raise_first
 
 #: Names that end up in paths, container names and command lines.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -61,6 +61,11 @@ def check_path(value: str, home: bool = False) -> str:
             f"'-'; not starting with '-'; no '..')"
         )
     return value
+
+
+def as_number(value: object) -> float | None:
+    """``value`` as a float when it is a number (an int or a float; a bool is not), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def not_bool(value: Any) -> Any:

@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from flagperf_ansible.casespec import NAME_PATTERN, not_bool
-from flagperf_ansible.errors import ConfigError, raise_first
+from flagperf_ansible.config.casespec import NAME_PATTERN, not_bool
+from flagperf_ansible.config.errors import ConfigError, raise_first
 
 #: The precisions of the computation case (FlagPerf's computation-<PRECISION> cases).
 Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "int8"]

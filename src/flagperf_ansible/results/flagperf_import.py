@@ -1,7 +1,7 @@
 """FlagPerf's own results folders, read in memory.
 
 FlagPerf writes ``<case>/round<k>/<ip>_noderank<i>/rank<R>.out.log`` and no run.json. Its
-rounds are read into the round documents of ``flagperf_ansible.rounds`` without writing a file
+rounds are read into the round documents of ``flagperf_ansible.results.rounds`` without writing a file
 into the folder (``summarize`` writes only the summaries there, ``compare`` nothing). FlagPerf's
 published table is training, so its rounds are judged as training rounds by the case's own
 ``converged`` claim; they carry no case contract, and the directions of their figures come
@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from flagperf_ansible.layout import NODE_DIR, RUN_FILE
-from flagperf_ansible.rounds import parse_round
-from flagperf_ansible.suites import suite
+from flagperf_ansible.results.layout import NODE_DIR, RUN_FILE
+from flagperf_ansible.results.rounds import parse_round
+from flagperf_ansible.config.suites import suite
 
 _ROUND = re.compile(r"^round(\d+)$")
 

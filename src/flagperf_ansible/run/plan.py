@@ -10,15 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from flagperf_ansible.cases import check_vendor_kit, effective_config, load_case
-from flagperf_ansible.casespec import parse_case_spec
-from flagperf_ansible.datasheet import datasheet_basis
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.launch import framework_env_name, image_tag
-from flagperf_ansible.launchers import LAUNCHERS
-from flagperf_ansible.mfu import mfu_basis
-from flagperf_ansible.settings import check_settings, templated
-from flagperf_ansible.vendor import load_vendor
+from flagperf_ansible.config.cases import check_vendor_kit, effective_config, load_case
+from flagperf_ansible.config.casespec import parse_case_spec
+from flagperf_ansible.config.datasheet import datasheet_basis
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.run.launch import framework_env_name, image_tag
+from flagperf_ansible.config.launchers import LAUNCHERS
+from flagperf_ansible.results.mfu import mfu_basis
+from flagperf_ansible.config.settings import check_settings, templated
+from flagperf_ansible.config.vendor import load_vendor
 
 
 def _host_path(root: str, path: str) -> str:

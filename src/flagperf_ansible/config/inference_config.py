@@ -32,10 +32,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from flagperf_ansible.case_schema import StandardConfig, evaluate_formula
-from flagperf_ansible.casespec import not_bool
-from flagperf_ansible.errors import ConfigError, raise_first
-from flagperf_ansible.yamlio import read_yaml
+from flagperf_ansible.config.case_schema import StandardConfig, evaluate_formula
+from flagperf_ansible.config.casespec import not_bool
+from flagperf_ansible.config.errors import ConfigError, raise_first
+from flagperf_ansible.config.yamlio import read_yaml
 
 #: The keys of ``configurations.yaml`` (seed 004).
 CONFIGURATION_KEYS = ("batch_size", "flops", "fp16", "compiler", "num_workers", "log_freq",

@@ -1,7 +1,7 @@
 """Names for launching a round: vendor image tags, framework environment names and container
 names.
 
-The command line and environment of a node come from its launcher (``flagperf_ansible.launchers``).
+The command line and environment of a node come from its launcher (``flagperf_ansible.config.launchers``).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.yamlio import utf8_text
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.config.yamlio import utf8_text
 
 HOST_GROUP = "flagperf_hosts"
 #: Where a setting left at its default is declared (the role's defaults follow from it).
@@ -405,7 +405,7 @@ def read_inventory(sources: list[str] | tuple[str, ...],
         plugin reads, a malformed vars file, no ``flagperf_hosts``, a limit that leaves none of
         them, an unsafe host name or connection variable, a bad setting.
     """
-    from flagperf_ansible.settings import DEFAULTS_FILE, check_settings, defaults
+    from flagperf_ansible.config.settings import DEFAULTS_FILE, check_settings, defaults
 
     _ansible_ready()
     from ansible.errors import AnsibleError

@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.inventory import read_inventory
-from flagperf_ansible.layout import PLAN_FILE, REPORT_STEP_FOLLOWS_ENV, SUMMARY_JSON, \
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.config.inventory import read_inventory
+from flagperf_ansible.results.layout import PLAN_FILE, REPORT_STEP_FOLLOWS_ENV, SUMMARY_JSON, \
     keep_attempt, mark_interrupted, read_json, read_optional, round_status_of
-from flagperf_ansible.plan import build_plan
-from flagperf_ansible.provenance import COMMAND_ENV
+from flagperf_ansible.run.plan import build_plan
+from flagperf_ansible.results.provenance import COMMAND_ENV
 
 #: Where a failed step's whole Ansible output is kept, under the run folder.
 ANSIBLE_LOG_DIR = "ansible"
@@ -210,7 +210,7 @@ def _check_local_data(plan: dict[str, Any], inv: Any, project: Path, root: str,
         ConfigError: the first problem of the first case whose data is wrong.
     """
     from flagperf_ansible import datasets
-    from flagperf_ansible.settings import templated
+    from flagperf_ansible.config.settings import templated
 
     for index, case in enumerate(plan["cases"]):
         data_format, data_dir = case["contract"]["data_format"], case["spec"]["data_dir"]

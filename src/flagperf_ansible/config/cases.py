@@ -17,7 +17,7 @@ Configuration layering (DESIGN.md "Configuration rules"), lowest first:
    if present: the vendor's override, mutable keys only, each different from the value it
    replaces (``<suite>/`` for base cases).
 
-Inference cases keep seed 004's files instead (``flagperf_ansible.inference_config``):
+Inference cases keep seed 004's files instead (``flagperf_ansible.config.inference_config``):
 ``config/configurations.yaml`` and ``config/parameters.yaml`` in place of standard.yaml, the
 profile as above, then the vendor's ``vendors/<vendor>/inference/<model>-<framework>/
 vendor_config/<vendor>_configurations.yaml`` by the seed's rules.
@@ -31,13 +31,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flagperf_ansible import inference_config
-from flagperf_ansible.base_config import check_base_params
-from flagperf_ansible.case_schema import CaseFile, ProfileConfig, StandardConfig, formula_keys
-from flagperf_ansible.casespec import CaseSpec
-from flagperf_ansible.errors import ConfigError, raise_first
-from flagperf_ansible.suites import suite as suite_of
-from flagperf_ansible.yamlio import read_yaml
+from flagperf_ansible.config import inference_config
+from flagperf_ansible.config.base_config import check_base_params
+from flagperf_ansible.config.case_schema import CaseFile, ProfileConfig, StandardConfig, formula_keys
+from flagperf_ansible.config.casespec import CaseSpec
+from flagperf_ansible.config.errors import ConfigError, raise_first
+from flagperf_ansible.config.suites import suite as suite_of
+from flagperf_ansible.config.yamlio import read_yaml
 
 #: Suites whose cases live in their own folder under ``benchmarks/``.
 SUITE_FOLDERS = ("inference", "base")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from flagperf_ansible.case_schema import evaluate_formula
+from flagperf_ansible.config.case_schema import evaluate_formula
 
 #: The throughput MFU is computed from unless the case names another (``mfu.throughput``).
 THROUGHPUT = "p_train"

@@ -34,7 +34,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
-from flagperf_ansible.layout import SYS_INFO
+from flagperf_ansible.results.layout import SYS_INFO
 
 SYSTEM_FILE = "sys_monitor.csv"
 DEVICE_FILE = "device_monitor.csv"

@@ -12,8 +12,8 @@
 
 Every JSON and text file is written atomically (temporary file, then rename), so a reader never
 sees half a file and an interrupted run keeps what it had. JSON Schemas of round.json and
-summary.json are in ``schemas/``. What goes into round.json is ``flagperf_ansible.rounds``; into
-the summaries, ``flagperf_ansible.summary``.
+summary.json are in ``schemas/``. What goes into round.json is ``flagperf_ansible.results.rounds``; into
+the summaries, ``flagperf_ansible.results.summary``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flagperf_ansible.provenance import Masker, controller_provenance
+from flagperf_ansible.results.provenance import Masker, controller_provenance
 
 RUN_FILE = "run.json"               # what was asked, and by what (write_run)
 PLAN_FILE = "plan.json"             # the run's plan (build_plan), for later phases and the wrapper
@@ -160,7 +160,7 @@ def write_run(run_dir: Path, plan: dict[str, Any], extra: dict[str, Any],
               project: Path | None = None) -> dict[str, Any]:
     """Write ``run.json``: what was asked (cases and rounds planned, each case with its suite,
     contract and profile), how, and by what; and ``plan.json``: the plan itself
-    (``flagperf_ansible.plan.build_plan``), read by later phases.
+    (``flagperf_ansible.run.plan.build_plan``), read by later phases.
 
     ``extra`` may carry ``inventory`` (its name) and ``ansible_version``; the provenance block
     (git commit, command, hosts, versions, image) comes from ``controller_provenance``.

@@ -22,11 +22,11 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
-from flagperf_ansible.errors import ConfigError
-from flagperf_ansible.flagperf_import import figure_direction
-from flagperf_ansible.layout import SUMMARY_JSON, read_json
-from flagperf_ansible.rounds import round_figures
-from flagperf_ansible.summary import case_figures, profile_label, profile_name, read_summary
+from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.results.flagperf_import import figure_direction
+from flagperf_ansible.results.layout import SUMMARY_JSON, read_json
+from flagperf_ansible.results.rounds import round_figures
+from flagperf_ansible.results.summary import case_figures, profile_label, profile_name, read_summary
 
 
 def load_summary(run_dir: Path) -> dict[str, Any]:

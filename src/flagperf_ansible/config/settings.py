@@ -1,7 +1,7 @@
 """The ``flagperf_*`` settings: their schema, defaults and descriptions, and the checks of values
 that end up in paths, command lines and container options.
 
-This is each setting's one declaration: ``python -m flagperf_ansible.settings`` writes
+This is each setting's one declaration: ``python -m flagperf_ansible.config.settings`` writes
 ``roles/flagperf/defaults/main.yml`` and ``roles/flagperf/meta/argument_specs.yml`` from it
 (``--check``: exit 1 where either is stale)."""
 
@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from flagperf_ansible.casespec import check_name, check_path, not_bool
-from flagperf_ansible.errors import ConfigError, raise_first
+from flagperf_ansible.config.casespec import check_name, check_path, not_bool
+from flagperf_ansible.config.errors import ConfigError, raise_first
 
 IMAGE_PATTERN = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?")
 #: Environment variable names (POSIX portable names).
@@ -83,7 +83,7 @@ Seconds = Annotated[float, BeforeValidator(not_bool), Field(gt=0, le=3600)]
 class Settings(BaseModel):
     """The ``flagperf_*`` settings: the one declaration of each (type, checks, default,
     description). ``roles/flagperf/defaults/main.yml`` and ``meta/argument_specs.yml`` are
-    generated from it (``python -m flagperf_ansible.settings``)."""
+    generated from it (``python -m flagperf_ansible.config.settings``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -291,8 +291,8 @@ def check_settings(settings: Mapping[str, Any], origins: Mapping[str, str]) -> S
 
 DEFAULTS_FILE = "roles/flagperf/defaults/main.yml"
 ARGUMENT_SPECS_FILE = "roles/flagperf/meta/argument_specs.yml"
-GENERATED = ("# Generated from src/flagperf_ansible/settings.py by "
-             "`python -m flagperf_ansible.settings`:\n# edit there, not here.")
+GENERATED = ("# Generated from src/flagperf_ansible/config/settings.py by "
+             "`python -m flagperf_ansible.config.settings`:\n# edit there, not here.")
 WIDTH = 99
 _TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "dict"}
 
@@ -401,7 +401,7 @@ def argument_specs_yaml() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Write the flagperf role's defaults/main.yml and meta/argument_specs.yml under the
     project root; with ``--check``, write nothing and return 1 if either differs."""
-    parser = argparse.ArgumentParser(prog="python -m flagperf_ansible.settings",
+    parser = argparse.ArgumentParser(prog="python -m flagperf_ansible.config.settings",
                                      description=main.__doc__)
     parser.add_argument("--check", action="store_true",
                         help="exit 1, naming each stale file, instead of writing")
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if check:
             stale = True
-            print(f"{relative} is stale: run python -m flagperf_ansible.settings", file=sys.stderr)
+            print(f"{relative} is stale: run python -m flagperf_ansible.config.settings", file=sys.stderr)
         else:
             path.write_text(text)
             print(f"wrote {relative}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from flagperf_ansible.stats import as_number
+from flagperf_ansible.results.stats import as_number
 
 #: Suites in the order reports show them.
 SUITE_ORDER = ("base", "training", "inference", "diagnostic")

@@ -13,14 +13,14 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from flagperf_ansible.layout import ATTEMPTS, ROUND_FILE, ROUND_RECORD, ROUND_START, SYS_INFO, \
+from flagperf_ansible.results.layout import ATTEMPTS, ROUND_FILE, ROUND_RECORD, ROUND_START, SYS_INFO, \
     earlier_attempts, planned_round, read_optional, read_plan, write_json
-from flagperf_ansible.datasheet import round_datasheet
-from flagperf_ansible.mfu import round_mfu
-from flagperf_ansible.monitoring import summarize_round
-from flagperf_ansible.perflog import find_rank_logs, parse_rank_log
-from flagperf_ansible.provenance import Masker, node_dir_name
-from flagperf_ansible.suites import round_verdict, suite as suite_of
+from flagperf_ansible.config.datasheet import round_datasheet
+from flagperf_ansible.results.mfu import round_mfu
+from flagperf_ansible.results.monitoring import summarize_round
+from flagperf_ansible.results.perflog import find_rank_logs, parse_rank_log
+from flagperf_ansible.results.provenance import Masker, node_dir_name
+from flagperf_ansible.config.suites import round_verdict, suite as suite_of
 
 
 def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,

@@ -1,6 +1,6 @@
 """Launchers: how one node of a round starts its case, one class per ``launcher:`` of case.yml.
 
-Every launcher turns a round of the run plan (``flagperf_ansible.plan.build_plan``: ``launcher``,
+Every launcher turns a round of the run plan (``flagperf_ansible.run.plan.build_plan``: ``launcher``,
 ``entry``, ``nnodes``, ``nproc_per_node``, ``nodes``, ``master_addr``, ``env``, ``vendor_dir``)
 and a node's noderank into an argv (a list: no shell is involved, each value is one element)
 and the launcher's part of the environment. ``launch_argv`` and ``launch_env`` put the parts

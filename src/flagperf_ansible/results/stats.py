@@ -15,14 +15,11 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+from flagperf_ansible.config.casespec import as_number
+
 #: Fewest rounds for olympic scoring and for MLPerf's "one non-converged run" allowance
 #: (MLPerf's smallest run count per benchmark is 5, e.g. ResNet-50).
 OLYMPIC_MIN_N = 5
-
-
-def as_number(value: object) -> float | None:
-    """``value`` as a float when it is a number (an int or a float; a bool is not), else None."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def describe(values: Iterable[float]) -> dict[str, float | int | None]:

@@ -2,12 +2,12 @@
 
 Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
 
-* ``suite`` (``flagperf_ansible.suites``), ``description``, ``launcher``
-  (a name of ``flagperf_ansible.launchers.LAUNCHERS``), ``entry`` (a file of the case folder), ``timeout`` (s);
+* ``suite`` (``flagperf_ansible.config.suites``), ``description``, ``launcher``
+  (a name of ``flagperf_ansible.config.launchers.LAUNCHERS``), ``entry`` (a file of the case folder), ``timeout`` (s);
 * ``metrics``: the figures it reports in FINISHED, each by its FINISHED key with its direction
   (``higher`` or ``lower`` is better), unit and meaning (for base cases, the formula), and for
   base figures the vendor datasheet entry it is compared with (``datasheet``,
-  ``datasheet_across_nodes``; ``flagperf_ansible.datasheet``);
+  ``datasheet_across_nodes``; ``flagperf_ansible.config.datasheet``);
 * ``target``: for training, the convergence target (metric, comparison, the config key holding
   the value); for inference, the accuracy bound; base cases have none;
 * ``throughput``: the FINISHED figure of throughput, its unit (samples, sequences, tokens,
@@ -45,10 +45,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, \
     field_validator, model_validator
 
-from flagperf_ansible.casespec import check_name, check_path, not_bool
-from flagperf_ansible.datasheet import check_figure_unit
-from flagperf_ansible.settings import check_env
-from flagperf_ansible.suites import SUITES
+from flagperf_ansible.config.casespec import check_name, check_path, not_bool
+from flagperf_ansible.config.datasheet import check_figure_unit
+from flagperf_ansible.config.settings import check_env
+from flagperf_ansible.config.suites import SUITES
 
 #: Units a throughput is counted in (per second).
 THROUGHPUT_UNITS = ("samples", "sequences", "tokens", "images", "mel_frames", "audio_samples",
@@ -86,7 +86,7 @@ class Metric(_Strict):
     direction: Literal["higher", "lower"]
     unit: str = ""
     description: str = ""
-    #: The vendor datasheet entry the figure is compared with (``flagperf_ansible.datasheet``:
+    #: The vendor datasheet entry the figure is compared with (``flagperf_ansible.config.datasheet``:
     #: ``peak_flops.<precision>``, ``memory_bandwidth``, ...); ``unit`` must then be one of
     #: ``datasheet.UNITS`` of the entry's dimension.
     datasheet: str | None = None
@@ -293,7 +293,7 @@ class CaseFile(_Strict):
     @field_validator("launcher")
     @classmethod
     def _launcher(cls, value: str) -> str:
-        from flagperf_ansible.launchers import LAUNCHERS
+        from flagperf_ansible.config.launchers import LAUNCHERS
         if value not in LAUNCHERS:
             raise ValueError(f"{value!r} is not a launcher ({', '.join(LAUNCHERS)})")
         return value

@@ -4,7 +4,7 @@
 publishes, each entry with its unit and source:
 
 * ``peak_flops``: dense peak FLOP/s (OP/s for int8) per precision, one ``source`` for all
-  (MFU takes its peaks from here too, ``flagperf_ansible.mfu``);
+  (MFU takes its peaks from here too, ``flagperf_ansible.results.mfu``);
 * ``memory_bandwidth`` (e.g. GB/s), ``memory_size`` (e.g. GB);
 * ``host_link_bandwidth`` (host to device, e.g. PCIe), ``interconnect_bandwidth`` (device to
   device within a server, e.g. NVLink), ``network_bandwidth`` (across servers, per device,
@@ -27,8 +27,7 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, \
     field_validator, model_validator
 
-from flagperf_ansible.casespec import check_name, not_bool
-from flagperf_ansible.stats import as_number
+from flagperf_ansible.config.casespec import as_number, check_name, not_bool
 
 #: Units a figure or a datasheet entry may be given in: (dimension, size in base units:
 #: FLOP/s, bytes/s, bytes). ``Gb/s`` is bits (network links), ``TOP/s`` integer operations.

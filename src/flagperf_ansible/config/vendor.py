@@ -1,5 +1,5 @@
 """A vendor's definition, ``vendors/<vendor>/vendor.yml``: the hardware it declares, how its
-containers run, its datasheet per hardware (``flagperf_ansible.datasheet``) and its frameworks'
+containers run, its datasheet per hardware (``flagperf_ansible.config.datasheet``) and its frameworks'
 images."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, field_validator
 
-from flagperf_ansible.casespec import check_name, check_path
-from flagperf_ansible.datasheet import Datasheet
-from flagperf_ansible.errors import ConfigError, raise_first
-from flagperf_ansible.settings import ENV_NAME_PATTERN, SIZE_PATTERN, check_env
-from flagperf_ansible.yamlio import read_yaml
+from flagperf_ansible.config.casespec import check_name, check_path
+from flagperf_ansible.config.datasheet import Datasheet
+from flagperf_ansible.config.errors import ConfigError, raise_first
+from flagperf_ansible.config.settings import ENV_NAME_PATTERN, SIZE_PATTERN, check_env
+from flagperf_ansible.config.yamlio import read_yaml
 
 #: A device passed into a container: host path, optional container path and permissions.
 DEVICE_PATTERN = re.compile(r"/dev/[A-Za-z0-9_./-]+(:/dev/[A-Za-z0-9_./-]+)?(:[rwm]{1,3})?")

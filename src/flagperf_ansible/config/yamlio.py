@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from flagperf_ansible.errors import ConfigError
+from flagperf_ansible.config.errors import ConfigError
 
 
 #: Byte-order marks that start a file saved as UTF-16 or UTF-32 (little or big endian).

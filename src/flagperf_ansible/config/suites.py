@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from flagperf_ansible.stats import as_number
+from flagperf_ansible.config.casespec import as_number
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from flagperf_ansible.datasheet import case_datasheet
-from flagperf_ansible.flagperf_import import figure_direction, import_flagperf, is_flagperf_layout
-from flagperf_ansible.layout import INTERRUPTED, ROUND_FILE, RUN_FILE, read_json
-from flagperf_ansible.overview import run_overview
-from flagperf_ansible.rounds import round_figures
-from flagperf_ansible.stats import OLYMPIC_MIN_N, as_number, case_passes, describe, numeric_fields
-from flagperf_ansible.suites import suite as suite_of
+from flagperf_ansible.config.datasheet import case_datasheet
+from flagperf_ansible.results.flagperf_import import figure_direction, import_flagperf, is_flagperf_layout
+from flagperf_ansible.results.layout import INTERRUPTED, ROUND_FILE, RUN_FILE, read_json
+from flagperf_ansible.results.overview import run_overview
+from flagperf_ansible.results.rounds import round_figures
+from flagperf_ansible.results.stats import OLYMPIC_MIN_N, as_number, case_passes, describe, numeric_fields
+from flagperf_ansible.config.suites import suite as suite_of
 
 
 def profile_label(profile: Mapping[str, Any] | None) -> str:

@@ -1,7 +1,7 @@
 """Human-readable summaries: Markdown (summary.md), a self-contained HTML page with plots
 (summary.html) and the console's lines; and ``write_summary``, the one writer of a run's summary
 files (the results callback calls it when the report play runs; ``summarize`` when a person
-asks). Each opens with the run's overview (``flagperf_ansible.overview``); the console shows it
+asks). Each opens with the run's overview (``flagperf_ansible.results.overview``); the console shows it
 alone, a line per case, and leaves the tables to summary.md.
 
 Columns and units come from each case's ``figures`` in the summary (its own metrics, then its
@@ -21,15 +21,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flagperf_ansible.layout import ROUND_START, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, \
+from flagperf_ansible.results.layout import ROUND_START, SUMMARY_HTML, SUMMARY_JSON, SUMMARY_MD, \
     read_optional, write_json, write_text
-from flagperf_ansible.monitoring import DEFAULT_WINDOW, read_stream
-from flagperf_ansible.overview import counts_line, run_overview, when_line
-from flagperf_ansible.perflog import parse_rank_log
-from flagperf_ansible.rounds import reparse_rounds, round_figures
-from flagperf_ansible.suites import FINISHED_UNITS
-from flagperf_ansible.suites import suite as suite_of
-from flagperf_ansible.summary import case_figures, profile_label, read_summary
+from flagperf_ansible.results.monitoring import DEFAULT_WINDOW, read_stream
+from flagperf_ansible.results.overview import counts_line, run_overview, when_line
+from flagperf_ansible.results.perflog import parse_rank_log
+from flagperf_ansible.results.rounds import reparse_rounds, round_figures
+from flagperf_ansible.config.suites import FINISHED_UNITS
+from flagperf_ansible.config.suites import suite as suite_of
+from flagperf_ansible.results.summary import case_figures, profile_label, read_summary
 
 STAT_COLUMNS = ("n", "mean", "std", "cv", "min", "max", "olympic_mean")
 #: Colours and line styles of the PerfLog events drawn on monitor timelines: the monitoring
