@@ -7,7 +7,7 @@ For each interval, three processes run side by side on the same schedule for ``-
 
 * ``baseline``: a Python loop that imports psutil, wakes on the same absolute schedule and writes
   one timestamp row per tick (the floor any Python sampler pays);
-* ``monitor``: ``roles/monitor/files/sys_monitor.py`` (host streams: CPU total and per core,
+* ``monitor``: ``flagperf_host.sys_monitor`` (host streams: CPU total and per core,
   memory, load, disk, network, host power where readable);
 * ``monitor+cpu``: the same with the ``cpu`` vendor plugin (``vendors/cpu/monitor.py``).
 
@@ -32,7 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MONITOR = ROOT / "roles/monitor/files/sys_monitor.py"
+# The monitor as the host runs it: python -m of the host package (src/ on the path).
+MONITOR = [sys.executable, "-m", "flagperf_host.sys_monitor"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 CPU_PLUGIN = ROOT / "vendors/cpu/monitor.py"
 
 BASELINE = """
@@ -77,11 +79,11 @@ def jitter_ms(csv_path: Path, interval: float, start_ms: float, end_ms: float) -
 
 
 def start_monitor(folder: Path, interval: float, plugin: bool) -> int:
-    argv = [sys.executable, str(MONITOR), "start", "--output-dir", str(folder),
+    argv = [*MONITOR, "start", "--output-dir", str(folder),
             "--interval", str(interval)]
     if plugin:
         argv += ["--vendor-plugin", str(CPU_PLUGIN)]
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    subprocess.run(argv, check=True, capture_output=True, timeout=60, env=ENV)
     return int((folder / "sys_monitor.pid").read_text().split()[0])     # "PID START_TIME"
 
 
@@ -106,8 +108,8 @@ def measure(interval: float, duration: float, warmup: float, scratch: Path) -> l
         baseline.terminate()
         baseline.wait()
         for name in ("monitor", "monitor+cpu"):
-            subprocess.run([sys.executable, str(MONITOR), "stop", "--output-dir",
-                            str(folders[name])], capture_output=True, timeout=60)
+            subprocess.run([*MONITOR, "stop", "--output-dir", str(folders[name])],
+                           capture_output=True, timeout=60, env=ENV)
     return [{"name": name, "interval": interval, "startup_cpu_ms": startup[name] * 1000,
              "cpu_percent": (end[name] - startup[name]) / wall * 100.0,
              "jitter": jitter_ms(folders[name] / "sys_monitor.csv", interval, begin_ms, end_ms)}

@@ -82,8 +82,7 @@ def framework_python():
             return Path(override)
         path = FRAMEWORK_ENVS / framework_env_name(ROOT, "cpu", framework, [])
         made = subprocess.run(
-            [sys.executable, str(ROOT / "roles/framework_env/files/framework_env.py"),
-             "--path", str(path), "--requirements",
+            [sys.executable, "-m", "flagperf_host.framework_env", "--path", str(path), "--requirements",
              str(ROOT / "vendors/cpu/docker_image" / framework / "requirements.txt")],
             capture_output=True, text=True)
         assert made.returncode == 0, made.stderr

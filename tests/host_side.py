@@ -4,10 +4,12 @@ bytes ``piped_script`` ships), with a Python that has no site packages."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-from flagperf_ansible.run import host_archive
+from flagperf_ansible.run import host_archive, host_steps
 
 # A host's Python, not the venv's (which another user may not be able to run).
 HOST_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
@@ -30,3 +32,15 @@ def command(module: str, *argv: str, python: str | None = None) -> list[str]:
 def env(base: dict[str, str] | None = None) -> dict[str, str]:
     """``base`` (default: PATH=/usr/bin:/bin only) with the archive on ``PYTHONPATH``."""
     return {**(base if base is not None else {"PATH": "/usr/bin:/bin"}), "PYTHONPATH": str(archive())}
+
+
+def run_step(module: str, *argv: str, python: str | None = None, env: dict[str, str] | None = None,
+             timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``flagperf_host.<module> ARGV...`` exactly as ``piped_script`` runs a step on a host:
+    the runner's shell command, the archive and the step's words on its standard input
+    (``flagperf_ansible.run.host_steps``); text output."""
+    command, data = host_steps.exchange(python or sys.executable, [host_steps.Step(
+        module=f"flagperf_host.{module}", argv=list(argv))])
+    done = subprocess.run(command, shell=True, input=data, capture_output=True, env=env, timeout=timeout)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode("utf-8", "replace"),
+                                       done.stderr.decode("utf-8", "replace"))

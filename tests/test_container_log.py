@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+import host_side
+
 ROOT = Path(__file__).resolve().parents[1]
-END_SCRIPT = ROOT / "roles/container/files/container_end.py"
 IMAGE = "flagperf-base:bookworm"
 
 ENTRY = """#!/bin/sh
@@ -147,8 +148,7 @@ def test_the_node_folder_keeps_the_containers_output(engine, tmp_path):
 
 def end_step(out: Path, name: str) -> dict:
     """The role's end step on ``out`` (run as its ``piped_script`` step runs it)."""
-    done = subprocess.run([sys.executable, str(END_SCRIPT), "--name", name, "--output-dir",
-                           str(out)], capture_output=True, text=True, timeout=60)
+    done = host_side.run_step("container_end", "--name", name, "--output-dir", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -1,9 +1,10 @@
 """roles/framework_env: a framework's virtual environment made once per content, by the real
-script (files/framework_env.py) and through the plan and the prepare playbook's role."""
+script (flagperf_host.framework_env) and through the plan and the prepare playbook's role."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -11,15 +12,17 @@ from pathlib import Path
 
 import yaml
 
+import host_side
+
 from flagperf_ansible.run.launch import framework_env_name
 from flagperf_ansible.run.plan import build_plan
 
-SCRIPT = Path(__file__).resolve().parents[1] / "roles/framework_env/files/framework_env.py"
 
 
 def make(path: Path, requirements: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "--path", str(path),
-                           "--requirements", str(requirements)], capture_output=True, text=True)
+    return subprocess.run([*host_side.command("framework_env", python=sys.executable), "--path", str(path),
+                           "--requirements", str(requirements)], capture_output=True, text=True,
+                          env=host_side.env(dict(os.environ)))
 
 
 def test_an_environment_is_made_once_even_by_hosts_at_the_same_time(tmp_path):

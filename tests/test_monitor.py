@@ -11,19 +11,18 @@ import sys
 import time
 from pathlib import Path
 
+import host_side
 from driver import perflog
 from flagperf_ansible.results.rounds import finalize_round
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "roles/monitor/files/sys_monitor.py"
 CPU_PLUGIN = str(ROOT / "vendors/cpu/monitor.py")
 
 
 def monitor(action, out, *extra):
-    """Run the script as the monitor role does (flagperf.benchmark.piped_script: its text on the
-    interpreter's standard input)."""
-    return subprocess.run([sys.executable, "-", action, "--output-dir", str(out), *extra],
-                          input=SCRIPT.read_text(), capture_output=True, text=True, timeout=30)
+    """Run flagperf_host.sys_monitor as the monitor role does (flagperf.benchmark.piped_script:
+    the runner and the host package's archive on the interpreter's standard input)."""
+    return host_side.run_step("sys_monitor", action, "--output-dir", str(out), *extra, timeout=30)
 
 
 def pid_of(out):

@@ -13,17 +13,15 @@ from pathlib import Path
 import psutil
 import yaml
 
+import host_side
 from flagperf_ansible.run.round_wait import node_failed, node_finished, node_outcome
 
-NODE_JOB = Path(__file__).resolve().parents[1] / "roles" / "launch" / "files" / "node_job.py"
-
-
 def node_job(*args: str) -> dict:
-    """Run node_job.py as flagperf.benchmark.piped_script does (its text on the interpreter's
-    standard input, which ends before it runs); the result as that action registers it. A
-    start returns although the case it left running still runs."""
-    done = subprocess.run([sys.executable, "-", *args], input=NODE_JOB.read_text(),
-                          capture_output=True, text=True, timeout=60)
+    """Run flagperf_host.node_job as flagperf.benchmark.piped_script does (the runner, the host
+    package's archive and the step on the interpreter's standard input, which ends before it
+    runs); the result as that action registers it. A start returns although the case it left
+    running still runs."""
+    done = host_side.run_step("node_job", *args)
     return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "changed": True}
 
 
@@ -193,9 +191,10 @@ def test_start_hands_its_input_to_the_case_and_wait_reports_the_result(tmp_path)
     program = ("import json, sys\n"
                "print('a warning', file=sys.stderr)\n"
                "print(json.dumps({'changed': True, 'status': 2, 'invocation': {'module_args': {'env': {'TOKEN': 's'}}}}))\n")
-    done = subprocess.run([sys.executable, str(NODE_JOB), "start", "--output-dir", str(out),
+    done = subprocess.run([*host_side.command("node_job", python=sys.executable), "start", "--output-dir", str(out),
                            "--timeout", "60", "--input", "--result", "--", sys.executable, "-"],
-                          input=program, capture_output=True, text=True, timeout=60)
+                          input=program, capture_output=True, text=True, timeout=60,
+                          env=host_side.env(dict(os.environ)))
     assert done.returncode == 0 and json.loads(done.stdout)["msg"] == "started", done.stderr
     poll = wait(out, 30)
     status = json.loads(poll["stdout"])
@@ -208,10 +207,11 @@ def test_start_hands_its_input_to_the_case_and_wait_reports_the_result(tmp_path)
     stopped = json.loads(node_job("stop", "--output-dir", str(out))["stdout"])
     assert stopped["msg"] == "not running" and not (out / "job_result.json").exists()
     # Without --input the case reads nothing, even when start was given some.
-    again = subprocess.run([sys.executable, str(NODE_JOB), "start", "--output-dir", str(out),
+    again = subprocess.run([*host_side.command("node_job", python=sys.executable), "start", "--output-dir", str(out),
                             "--timeout", "60", "--", sys.executable, "-c",
                             "import sys; print(repr(sys.stdin.read()))"],
-                           input=program, capture_output=True, text=True, timeout=60)
+                           input=program, capture_output=True, text=True, timeout=60,
+                           env=host_side.env(dict(os.environ)))
     assert again.returncode == 0
     assert json.loads(wait(out, 30)["stdout"])["stdout"].strip().endswith("a warning\n''")
 

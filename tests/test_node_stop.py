@@ -7,12 +7,12 @@ mark, FLAGPERF_NODE_DIR."""
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-NODE_JOB = Path(__file__).resolve().parents[1] / "roles" / "launch" / "files" / "node_job.py"
+import host_side
+
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 # A rank: writes its pid (atomically), then sleeps. "term": it notes a SIGTERM and exits;
@@ -33,8 +33,7 @@ time.sleep(60)
 
 
 def node_job(*args: str) -> dict:
-    done = subprocess.run([sys.executable, str(NODE_JOB), *args], capture_output=True,
-                          text=True, timeout=60)
+    done = host_side.run_step("node_job", *args)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

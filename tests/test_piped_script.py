@@ -327,3 +327,57 @@ def test_a_step_gets_a_modules_payload_as_its_input(tmp_path, project, venv_env)
     assert third["stdin"] == ""
     malformed = results["malformed"]
     assert malformed["failed"] and "input_module must be a mapping of name and args" in malformed["msg"]
+
+
+ARCHIVE_PLAYBOOK = textwrap.dedent("""\
+    - name: piped_script steps of the host package
+      hosts: localhost
+      gather_facts: false
+      vars:
+        ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+      tasks:
+        - name: An entry module of the host package, then a script that imports the package
+          flagperf.benchmark.piped_script:
+            steps:
+              - module: flagperf_host.node_job
+                argv: [wait, --output-dir, "{marker}", --seconds, "0"]
+              - script: where.py
+            executable: /usr/bin/python3
+          environment:
+            PYTHONPATH: ""
+          register: stepped
+
+        - name: A module alone, as a role's task gives it
+          flagperf.benchmark.piped_script:
+            module: flagperf_host.node_job
+            argv: [no-such-action]
+            executable: /usr/bin/python3
+          register: alone
+          ignore_errors: true
+
+        - name: Keep the results
+          ansible.builtin.copy:
+            content: "{{{{ {{'stepped': stepped, 'alone': alone}} | to_json }}}}"
+            dest: "{out}"
+            mode: "0644"
+""")
+
+WHERE = textwrap.dedent("""\
+    import json, sys
+    import flagperf_host.process
+    print(json.dumps({"file": flagperf_host.process.__file__, "site": [p for p in sys.path if "site-packages" in p]}))
+""")
+
+
+def test_entry_modules_run_from_the_archive_the_task_sends(tmp_path, project, venv_env):
+    """A module step runs from the host package's archive held in memory by the host's own
+    Python (the system one, no site packages of ours): nothing of the package on its disk."""
+    results = play(tmp_path, project, venv_env, ARCHIVE_PLAYBOOK, {"where.py": WHERE})
+    waited, where = results["stepped"]["stdout_lines"]
+    # node_job's report on a folder no case ever ran in: its supervisor is gone.
+    assert json.loads(waited)["finished"] == 1 and "supervisor is gone" in json.loads(waited)["msg"]
+    found = json.loads(where)["file"]
+    assert found.startswith("/dev/fd/") and found.endswith("/flagperf_host/process.py")
+    alone = results["alone"]
+    assert alone["failed"] and alone["rc"] == 2 and "invalid choice: 'no-such-action'" in alone["stderr"]
+    assert alone["msg"] == "flagperf_host.node_job exited 2"

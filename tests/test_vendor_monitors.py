@@ -22,14 +22,9 @@ SAMPLE_KEYS = {"index", "util_percent", "mem_used_bytes", "mem_total_bytes", "po
 
 def load(vendor):
     """The plugin loaded the way the monitor loads it (by path)."""
-    import sys
+    from flagperf_host.sampling import load_plugin
 
-    sys.path.insert(0, str(ROOT / "roles/monitor/files"))
-    try:
-        import sys_monitor
-    finally:
-        sys.path.pop(0)
-    return sys_monitor.load_plugin(str(ROOT / f"vendors/{vendor}/monitor.py"))
+    return load_plugin(str(ROOT / f"vendors/{vendor}/monitor.py"))
 
 
 def fake_pynvml(values):

@@ -1,8 +1,8 @@
 """Wait for one node of a round, in a flat loop of wait slices: the launch role's wait.
 
-Each slice is one ssh exchange: the launch role's ``node_job.py wait`` piped to the host's
-Python, which blocks on the host for up to ``slice`` seconds (no traffic meanwhile) and reports
-whether the node ended. The loop is plain Python in this action, so slice 5000 costs what
+Each slice is one ssh exchange: the launch role's ``flagperf_host.node_job wait`` run by the
+host's Python (``flagperf_ansible.run.host_steps``), which blocks on the host for up to
+``slice`` seconds (no traffic meanwhile) and reports whether the node ended. The loop is plain Python in this action, so slice 5000 costs what
 slice 5 does and a round may last a day (``timeout: 86400``) at any slice. Between slices the
 wait reads the round's board on the controller (``flagperf_ansible.run.round_wait.RoundBoard``):
 every node of a round is waited for at once, one fork of ``ansible-playbook`` per host, and a
@@ -11,7 +11,7 @@ The caller then stops what still runs (the launch role's stop).
 
 Options:
 
-* ``output_dir`` (required): the node's folder on the host (``node_job.py start``'s);
+* ``output_dir`` (required): the node's folder on the host (``flagperf_host.node_job start``'s);
 * ``executable`` (default ``python3``): the host's Python;
 * ``slice`` (seconds, default 10): how long one exchange waits on the host;
 * ``timeout`` (seconds, required): the case timeout. The host kills the node then; the wait
@@ -29,7 +29,7 @@ lines) is shown as one line per new epoch or evaluation, or per minute at most, 
 left is estimated where the play's round (``flagperf_round``) plans a number of epochs (a case
 that reaches its target stops earlier, hence "at most").
 
-Returns ``node`` (``node_job.py wait``'s last report: ``finished``, ``rc``, ``timed_out``,
+Returns ``node`` (``flagperf_host.node_job wait``'s last report: ``finished``, ``rc``, ``timed_out``,
 ``msg``, ``stdout``, and ``result``, a supervised module's), ``slices`` (exchanges made),
 ``stopped_by`` (the peer whose node failed or whose host was lost, when that ended the wait)
 and ``deadline_passed``. Never ``failed`` for a node that failed: that is a result to record.
@@ -40,7 +40,6 @@ peers. Check mode runs nothing (``skipped``).
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -56,10 +55,11 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from flagperf_ansible.results.overview import duration_text
+from flagperf_ansible.run.host_steps import Step, exchange
 from flagperf_ansible.run.round_wait import RoundBoard, job_status, node_failed
 
-# The launch role's host side, from this collection (this checkout, or the installed one).
-NODE_JOB = Path(__file__).resolve().parents[2] / "roles" / "launch" / "files" / "node_job.py"
+# The launch role's host side: the host package's entry module.
+NODE_JOB = "flagperf_host.node_job"
 
 
 class ActionModule(ActionBase):
@@ -95,7 +95,6 @@ class ActionModule(ActionBase):
             board.publish(host, "failed")
             result.update(changed=False, msg="told the round's other nodes that this one failed")
             return result
-        script = NODE_JOB.read_bytes()
         executable = to_text(args.get("executable") or "python3")
 
         deadline = time.monotonic() + timeout + grace
@@ -105,10 +104,10 @@ class ActionModule(ActionBase):
         slices, node, stopped_by = 0, {"finished": 0}, None
         while True:
             seconds = max(min(slice_s, deadline - time.monotonic()), 0)
-            command = shlex.join([executable, "-", "wait", "--output-dir", output_dir,
-                                  "--seconds", f"{seconds:.3f}"])
+            command, data = exchange(executable, [Step(module=NODE_JOB, argv=[
+                "wait", "--output-dir", output_dir, "--seconds", f"{seconds:.3f}"])])
             try:
-                done = self._low_level_execute_command(command, in_data=script, sudoable=False)
+                done = self._low_level_execute_command(command, in_data=data, sudoable=False)
             except AnsibleConnectionFailure:
                 if board is not None:
                     board.publish(host, "lost")
@@ -149,7 +148,7 @@ def planned_epochs(round_: object) -> int | None:
 
 def progress_line(progress: dict, elapsed_s: float, epochs: int | None) -> str:
     """``epoch 3, step 132, acc1 49.44; 1 min 40 s in, at most 2 min 30 s left`` from
-    ``node_job.py wait``'s ``progress``; ``""`` before rank 0's first PerfLog line with an
+    ``flagperf_host.node_job wait``'s ``progress``; ``""`` before rank 0's first PerfLog line with an
     epoch or a step. The time left: the elapsed time per finished epoch times the epochs
     still planned (an epoch is finished once evaluated or ended)."""
     parts = []

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """End a node's container and keep its output: the container role's host side at a node's end
-(piped to the host's Python by ``flagperf.benchmark.piped_script``; the Docker SDK for Python,
+(run by ``flagperf.benchmark.piped_script``; the Docker SDK for Python,
 which Ansible's Docker modules need on the host too).
 
-    container_end.py --name NAME --output-dir DIR
+    flagperf_host.container_end --name NAME --output-dir DIR
 
 ``DIR/container.log`` gets the container's own output (its stdout and stderr: the launcher's
 lines, torchrun's; empty when it printed nothing):
@@ -58,7 +57,7 @@ def output_after_removal(out: Path) -> str | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="container_end.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="container_end", description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True)
     parser.add_argument("--output-dir", required=True)
     args = parser.parse_args()

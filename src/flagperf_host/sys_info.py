@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Describe this host for one round: ``sys_info.json`` (standard library only, psutil if present).
 
-    sys_info.py --output FILE [--vendor-dir DIR] [--mask-label host0]
+    flagperf_host.sys_info --output FILE [--vendor-dir DIR] [--mask-label host0]
 
 Fields: ``hostname``, ``addresses`` (IPv4 of the interfaces), ``kernel``, ``os``, ``cpu``
 (``model``, ``logical_cores``, ``physical_cores``), ``memory`` (``total_bytes``), ``python``
@@ -26,8 +25,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-# The name in messages: the script reaches the host on standard input (sys.argv[0] is "-").
-PROG = "sys_info.py"
+PROG = "sys_info"
 
 
 def cpu_model() -> str | None:

@@ -1,12 +1,10 @@
-#!/usr/bin/env python3
 """Run one node's case processes in the background and report on them: the launch role's
-host side (standard library only, piped to the host's Python with each task by
-``flagperf.benchmark.piped_script``).
+host side (run by ``flagperf.benchmark.piped_script`` as ``python3 -m flagperf_host.node_job``).
 
-    node_job.py start --output-dir DIR --timeout S [--stop-grace S] [--config-json JSON] [--input]
-                      [--result] -- ARGV...
-    node_job.py wait --output-dir DIR --seconds S
-    node_job.py stop --output-dir DIR [--grace S]
+    flagperf_host.node_job start --output-dir DIR --timeout S [--stop-grace S] [--config-json JSON]
+                                 [--input] [--result] -- ARGV...
+    flagperf_host.node_job wait --output-dir DIR --seconds S
+    flagperf_host.node_job stop --output-dir DIR [--grace S]
 
 ``start`` creates DIR, writes ``config.yaml`` there (the case's effective configuration, as
 JSON, which is YAML too), starts a detached supervisor and returns once ARGV runs. The
@@ -61,8 +59,10 @@ import sys
 import time
 from pathlib import Path
 
-# The name in messages: the script reaches the host on standard input (sys.argv[0] is "-").
-PROG = "node_job.py"
+from flagperf_host.process import (alive, become_subreaper, detach, now_ms, reap, send, stat_fields,
+                                   wait_until, write_json)
+
+PROG = "node_job"
 
 STATUS = "launch.json"
 PID = "launch.pid"
@@ -74,63 +74,12 @@ PERFLOG = "[PerfLog] "
 TIMEOUT_MSG = "Timeout exceeded"   # the words Ansible's async_wrapper uses for the same end
 # Set in the case's environment to its folder: marks its processes as this node's (stop).
 OWNER_ENV = "FLAGPERF_NODE_DIR"
-PR_SET_CHILD_SUBREAPER = 36        # prctl(2), Linux 3.4+
-POLL = 0.1                         # seconds between looks at the node's processes
 KILL_WAIT = 5                      # seconds for the killed to vanish and the end to be recorded
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def write_json(path: Path, document: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(document) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def name_process(name: str) -> None:
-    """This process's name as ps -C, pgrep and psutil's name() show it (Linux; at most 15
-    bytes). A process forked from a script run with others in one interpreter keeps that
-    interpreter's command line; its name tells what it is."""
-    try:
-        with open("/proc/self/comm", "w", encoding="ascii") as handle:
-            handle.write(name[:15])
-    except OSError:
-        pass
-
-
-def become_subreaper() -> None:
-    """Orphans of the case (torchrun's workers when torchrun dies first) become this process's
-    children instead of init's: reaped here, and the node's while the supervisor runs."""
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except Exception:       # no ctypes or no prctl: orphans go to init; the mark still finds them
-        pass
-
-
-def reap(pid: int, deadline: float) -> int | None:
-    """Reap this process's children (the launcher and the orphans it left) until ``pid`` ended
-    (its exit code, -N for signal N) or ``deadline`` (time.monotonic()) passed (None)."""
-    while True:
-        try:
-            done, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return None
-        if done == pid:
-            return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        if done == 0:
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(POLL)
-
-
-def supervise(out: Path, argv: list[str], timeout: float, stop_grace: float, stdin: int,
-              result: bool) -> None:
-    """In the detached grandchild: run ``argv`` (its standard input ``stdin``, a descriptor;
-    its standard output to ``RESULT`` when ``result``), enforce the timeout, record how it
-    ended."""
+def supervise(out: Path, argv: list[str], timeout: float, stop_grace: float, result: bool) -> None:
+    """In the detached daemon: run ``argv`` (its standard input this process's; its standard
+    output to ``RESULT`` when ``result``), enforce the timeout, record how it ended."""
     started = now_ms()
     become_subreaper()
     try:
@@ -138,7 +87,7 @@ def supervise(out: Path, argv: list[str], timeout: float, stop_grace: float, std
         with open(out / LOG, "ab") as log, \
                 (open(os.open(out / RESULT, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
                  if result else contextlib.nullcontext(log)) as stdout:
-            child = subprocess.Popen(argv, cwd=out, stdin=stdin, stdout=stdout,
+            child = subprocess.Popen(argv, cwd=out, stdin=0, stdout=stdout,
                                      stderr=log, start_new_session=True,
                                      env={**os.environ, **interpreter_path(argv),
                                           OWNER_ENV: str(out.resolve())})
@@ -180,47 +129,27 @@ def make_node_dir(out: Path, config_json: str | None) -> None:
 
 def start(args: argparse.Namespace) -> dict:
     out = Path(args.output_dir)
-    if (out / PID).exists() and not (out / STATUS).exists() and alive(out):
+    if (out / PID).exists() and not (out / STATUS).exists() and supervisor_alive(out):
         return {"changed": False, "msg": "already running"}
     make_node_dir(out, args.config_json)
     for name in (STATUS, PID, RESULT):
         (out / name).unlink(missing_ok=True)
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
-        raise SystemExit("node_job.py start: no command after --")
-    if os.fork() == 0:                      # child: leave the ssh session, fork the supervisor
-        os.setsid()
-        if os.fork() == 0:
-            name_process("node_job")
-            devnull = os.open(os.devnull, os.O_RDWR)
-            stdin = os.dup(0) if args.input else devnull
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
-            try:
-                supervise(out, argv, args.timeout, args.stop_grace, stdin, args.result)
-            finally:
-                os._exit(0)
-        os._exit(0)
-    deadline = time.monotonic() + 30
-    while not (out / PID).exists() and not (out / STATUS).exists():
-        if time.monotonic() > deadline:
-            return {"failed": True, "msg": "the case did not start within 30 s"}
-        time.sleep(0.02)
+        raise SystemExit(f"{PROG} start: no command after --")
+    detach("node_job", lambda: supervise(out, argv, args.timeout, args.stop_grace, args.result),
+           keep_stdin=args.input)
+    if not wait_until(lambda: (out / PID).exists() or (out / STATUS).exists(), 30, poll=0.02):
+        return {"failed": True, "msg": "the case did not start within 30 s"}
     return {"changed": True, "msg": "started"}
 
 
-def alive(out: Path) -> bool:
+def supervisor_alive(out: Path) -> bool:
     """Whether the supervisor recorded in the pid file still runs."""
     try:
-        supervisor = int((out / PID).read_text().split()[0])
-        os.kill(supervisor, 0)
+        return alive(int((out / PID).read_text().split()[0]))
     except (OSError, ValueError, IndexError):
         return False
-    # A zombie (ended, not yet reaped by init) counts as gone.
-    try:
-        return Path(f"/proc/{supervisor}/stat").read_text().split(") ")[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def mark_of(out: Path) -> bytes:
@@ -244,21 +173,13 @@ def node_processes(mark: bytes, group: int | None) -> dict[int, int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or entry.name == str(os.getpid()):
             continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+        fields = stat_fields(int(entry.name))
+        if fields is None:
             continue
         pid, state, pgid = int(entry.name), fields[0], int(fields[2])
         if state not in ("Z", "X") and (pgid == group or owned_by(pid, mark)):
             found[pid] = pgid
     return found
-
-
-def send(pid: int, sig: int, group: bool = False) -> None:
-    try:
-        (os.killpg if group else os.kill)(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass                                # ended meanwhile
 
 
 def end_node(out: Path, group: int | None, grace: float) -> bool:
@@ -286,11 +207,14 @@ def end_node(out: Path, group: int | None, grace: float) -> bool:
 
 def outlasting(out: Path, group: int | None, seconds: float) -> dict[int, int]:
     """The node's processes (see ``node_processes``) still running after up to ``seconds``."""
-    deadline = time.monotonic() + max(seconds, 0)
-    running = node_processes(mark_of(out), group)
-    while running and time.monotonic() < deadline:
-        time.sleep(POLL)
-        running = node_processes(mark_of(out), group)
+    running = {}
+
+    def ended() -> bool:
+        running.clear()
+        running.update(node_processes(mark_of(out), group))
+        return not running
+
+    wait_until(ended, seconds)
     return running
 
 
@@ -311,13 +235,11 @@ def kill(out: Path, grace: float) -> dict:
     # The group is the case's while the supervisor runs and has not recorded the end (it has
     # not reaped the launcher: the id cannot be another's), or while its leader, the launcher,
     # carries the mark. Else only the mark tells (ids may have been reused).
-    if not (alive(out) and not (out / STATUS).exists()) and not owned_by(group, mark_of(out)):
+    if not (supervisor_alive(out) and not (out / STATUS).exists()) and not owned_by(group, mark_of(out)):
         group = None
     if not end_node(out, group, grace):
         return {"changed": False, "msg": "not running"}
-    deadline = time.monotonic() + KILL_WAIT
-    while alive(out) and not (out / STATUS).exists() and time.monotonic() < deadline:
-        time.sleep(POLL)
+    wait_until(lambda: not supervisor_alive(out) or (out / STATUS).exists(), KILL_WAIT)
     return {"changed": True, "msg": "stopped"}
 
 
@@ -333,7 +255,7 @@ def wait(args: argparse.Namespace) -> dict:
             except (OSError, ValueError):
                 pass                        # no result asked for, or none written (killed)
             return document
-        if not alive(out):
+        if not supervisor_alive(out):
             # Written between the two checks, or the supervisor was killed without a word.
             if (out / STATUS).exists():
                 continue

@@ -23,7 +23,7 @@ MARKER = ".flagperf-env-complete"
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="framework_env", description=__doc__.splitlines()[0])
     parser.add_argument("--path", required=True, help="the environment's folder")
     parser.add_argument("--requirements", required=True, help="a pip requirements file")
     parser.add_argument("--extra-json", default="[]",
