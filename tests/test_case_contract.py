@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import host_side
 from flagperf_ansible.config.cases import NOT_PROFILES, check_vendor_kit, list_cases, load_case
 from flagperf_ansible.config.errors import ConfigError
 from test_validation import GOOD_CASE, plan_for
@@ -185,7 +186,8 @@ def test_validate_checks_the_data_folder_on_a_local_inventory(scratch_project, t
 
 
 def test_preflight_check_verifies_a_declared_checkpoint(digits_dir, tmp_path):
-    """layout_check.py as preflight pipes it: the data layout, then the checkpoint's SHA-256."""
+    """flagperf_host.data_check as preflight runs it (from the host archive): the data layout,
+    then the checkpoint's SHA-256."""
     import hashlib
     import json
     import shutil
@@ -194,13 +196,13 @@ def test_preflight_check_verifies_a_declared_checkpoint(digits_dir, tmp_path):
     shutil.copytree(digits_dir, data)
     (data / "init.pt").write_bytes(b"weights")
     good = hashlib.sha256(b"weights").hexdigest()
-    script = ROOT / "src/flagperf_ansible/datasets/layout_check.py"
 
     def check(sha256: str) -> tuple[int, list[str]]:
         request = [{"format": "imagenet", "path": str(data), "case_id": "c",
                     "checkpoint": {"path": "init.pt", "sha256": sha256}}]
-        done = subprocess.run(["/usr/bin/python3", "-", json.dumps(request)], input=script.read_text(),
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(host_side.command("data_check", json.dumps(request)),
+                              env=host_side.env(), capture_output=True, text=True, timeout=60,
+                              cwd="/")
         return done.returncode, json.loads(done.stdout)["results"][0]["problems"]
 
     assert check(good) == (0, [])
@@ -213,8 +215,8 @@ def test_preflight_check_verifies_a_declared_checkpoint(digits_dir, tmp_path):
 
 def test_preflight_check_finds_a_missing_exist_onnx_path(digits_dir, tmp_path):
     """An inference round's exist_onnx_path, from the plan through the requests filter to
-    layout_check.py as preflight pipes it to a (remote) host: a file under the data folder, or
-    absolute."""
+    flagperf_host.data_check as preflight runs it on a (remote) host: a file under the data
+    folder, or absolute."""
     import json
     import shutil
 
@@ -223,16 +225,15 @@ def test_preflight_check_finds_a_missing_exist_onnx_path(digits_dir, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(digits_dir, data)
     module = load_plugin("plugins/filter/flagperf_data.py")
-    script = ROOT / "src/flagperf_ansible/datasets/layout_check.py"
 
     def check(onnx: str) -> tuple[int, list[str]]:
         rounds = [{"case_id": "resnet50-pytorch-inference", "data_dir": str(data),
                    "data_format": "imagenet", "config": {"exist_onnx_path": onnx}}] * 2
         requests = module.flagperf_data_requests(rounds)
         assert len(requests) == 1 and requests[0]["onnx"] == onnx
-        done = subprocess.run(["/usr/bin/python3", "-", json.dumps(requests)],
-                              input=script.read_text(), capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run(host_side.command("data_check", json.dumps(requests)),
+                              env=host_side.env(), capture_output=True, text=True, timeout=60,
+                              cwd="/")
         return done.returncode, json.loads(done.stdout)["results"][0]["problems"]
 
     rc, problems = check("model.onnx")

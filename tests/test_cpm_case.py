@@ -19,7 +19,8 @@ from case_model import case_config, case_model, case_module
 from flagperf_ansible import datasets
 from flagperf_ansible.config.case_schema import evaluate_formula
 from flagperf_ansible.config.cases import load_case, profile_of
-from flagperf_ansible.datasets import cpm_text, layout_check
+from flagperf_ansible.datasets import cpm_text
+from flagperf_host.data_check import checkpoint_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_DIR = ROOT / "benchmarks" / "cpm" / "pytorch"
@@ -140,7 +141,7 @@ def test_tiny_checkpoint_is_pinned_and_loads_into_the_cpu_model(tiny):
     state = torch.load(path, weights_only=True)["model"]
     torch.testing.assert_close(net.transformer.h[1].attn.c_attn.weight,
                                state["transformer.layers.1.attention.query_key_value.weight"].t())
-    assert layout_check.checkpoint_problems(str(tiny), pinned["path"], pinned["sha256"]) == []
+    assert checkpoint_problems(str(tiny), pinned["path"], pinned["sha256"]) == []
 
 
 # -- the data --------------------------------------------------------------------------------

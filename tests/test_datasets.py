@@ -1,6 +1,7 @@
 """The data-set registry: every format's tiny data passes its checker and reads back with the real
 readers (pycocotools, h5py, soundfile, fairseq's index layout); each checker catches real
-breakage; the CLI lists what the registry holds; the checker runs on a bare python3."""
+breakage; the CLI lists what the registry holds; the host's data check
+(``python3 -m flagperf_host.data_check``) runs from the host archive on a bare python3."""
 
 from __future__ import annotations
 
@@ -21,17 +22,22 @@ import numpy as np
 import pytest
 import soundfile
 
+import host_side
 from flagperf_ansible import cli, datasets
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
 from flagperf_ansible.datasets.wmt14_en_de_fairseq import SPECIALS, write_binarized
 from flagperf_ansible.datasets.wmt14_en_de_text import split_pairs
+from flagperf_host import data_check
+from flagperf_host.checks.mlperf_bert_hdf5 import BERT_DATASETS, bert_shard_problems
+from flagperf_host.readers.flac import flac_streaminfo
+from flagperf_host.readers.hdf5 import Hdf5NotCovered, hdf5_datasets
 
-BUILT_IN = sorted(layout_check.CHECKERS)
-SCRIPT = Path(layout_check.__file__).read_text(encoding="utf-8")
-# A python3 without this environment's site packages (numpy, h5py...), as on a bare host.
-BARE_PYTHON = ["/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable,
-               "-I", "-S"]
+BUILT_IN = sorted(data_check.CHECKERS)
+HOST_PACKAGE = Path(data_check.__file__).resolve().parent
+# What the data check runs on a host: the entry module, its checkers and the binary readers.
+DATA_CHECK_MODULES = [HOST_PACKAGE / "data_check.py",
+                      *sorted((HOST_PACKAGE / "checks").glob("*.py")),
+                      *sorted((HOST_PACKAGE / "readers").glob("*.py"))]
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +198,7 @@ def test_librispeech_flac_headers_agree_with_libsndfile(pristine):
     for path in flacs:
         info = soundfile.info(str(path))
         assert (info.format, info.subtype) == ("FLAC", "PCM_16")
-        assert layout_check.flac_streaminfo(str(path)) == (16000, 1, 16, info.frames)
+        assert flac_streaminfo(str(path)) == (16000, 1, 16, info.frames)
     transcript = (pristine["librispeech"] / "dev-clean/2001/201/2001-201.trans.txt").read_text()
     assert transcript.splitlines()[0].startswith("2001-201-0000 ")
     assert transcript == transcript.upper()
@@ -222,7 +228,7 @@ def test_bert_shards_read_as_flagperf_reads_them(pristine):
     shards = sorted((pristine["mlperf_bert_hdf5"] / "2048_shards_uncompressed").glob("part*"))
     assert [p.name for p in shards] == ["part_00000_of_00002.hdf5", "part_00001_of_00002.hdf5"]
     with h5py.File(shards[0], "r") as shard:
-        arrays = {key: np.asarray(shard[key][:]) for key in layout_check.BERT_DATASETS}
+        arrays = {key: np.asarray(shard[key][:]) for key in BERT_DATASETS}
     # BERT's phase-1 shape: 128 tokens, 20 predictions (MLPerf's real shards: 512, 76).
     assert arrays["input_ids"].shape == (512, 128) and arrays["masked_lm_ids"].shape == (512, 20)
     for row in range(512):
@@ -249,16 +255,16 @@ def test_hdf5_index_reader_agrees_with_h5py(tmp_path):
             for name, array in arrays.items():
                 out.create_dataset(name, data=array, compression=compression)
             out.create_group("not_a_dataset")
-        assert layout_check.hdf5_datasets(str(path)) == {
+        assert hdf5_datasets(str(path)) == {
             "grid": ((2, 3, 4), "integer"), "input_ids": ((3, 8), "integer"),
             "scores": ((5,), "float")}, options
     dense = tmp_path / "dense.hdf5"
     with h5py.File(dense, "w", libver="latest") as out:  # more than 8 links: a fractal heap
         for number in range(9):
             out.create_dataset(f"d{number}", data=np.zeros(2))
-    with pytest.raises(layout_check.Hdf5NotCovered):
-        layout_check.hdf5_datasets(str(dense))
-    assert layout_check.bert_shard_problems(str(dense)) == []  # not covered: not blocked
+    with pytest.raises(Hdf5NotCovered):
+        hdf5_datasets(str(dense))
+    assert bert_shard_problems(str(dense)) == []  # not covered: not blocked
 
 
 def test_bert_checker_catches_breakage(copy):
@@ -419,12 +425,15 @@ def test_cli_prepare_and_check(tmp_path, capsys):
     assert exited.value.code == 2
 
 
-# --- the checker as a host script ----------------------------------------------------------------
+# --- the data check on a host ------------------------------------------------------------------
 
 def _run_on_bare_python(*argv: str) -> subprocess.CompletedProcess:
-    """layout_check.py piped to a python3 without site packages, as preflight pipes it."""
-    return subprocess.run([*BARE_PYTHON, "-", *argv], input=SCRIPT, capture_output=True,
-                          text=True, timeout=60, check=False)
+    """``python3 -m flagperf_host.data_check ARGV`` from the host archive, as preflight runs it,
+    in a python3 without site packages (``-S``: no numpy, no h5py), the archive alone on its
+    path."""
+    python, *rest = host_side.command("data_check", *argv)
+    return subprocess.run([python, "-S", *rest], env=host_side.env(), capture_output=True,
+                          text=True, timeout=60, check=False, cwd="/")
 
 
 def test_host_script_checks_every_format_on_a_bare_python(pristine, copy):
@@ -450,18 +459,20 @@ def test_host_script_refuses_bad_arguments():
     done = _run_on_bare_python(json.dumps([{"format": "nope", "path": "/"}]))
     assert done.returncode == 2 and "unknown data format nope" in json.loads(done.stdout)["error"]
     done = _run_on_bare_python("only-one-word")
-    assert done.returncode == 2 and "usage: layout_check.py" in done.stderr
+    assert done.returncode == 2 and "usage: data_check FORMAT PATH" in done.stderr
     done = _run_on_bare_python("[{nope")
     assert done.returncode == 2 and "not JSON" in json.loads(done.stdout)["error"]
 
 
-def test_host_script_is_standard_library_python_3_6():
-    tree = ast.parse(SCRIPT, feature_version=(3, 6))
+@pytest.mark.parametrize("path", DATA_CHECK_MODULES, ids=lambda path: path.stem)
+def test_host_modules_are_standard_library_python_3_8(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"), feature_version=(3, 8))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree)
                 if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom)}
-    assert imported <= sys.stdlib_module_names, imported - sys.stdlib_module_names
+    allowed = sys.stdlib_module_names | {"flagperf_host"}
+    assert imported <= allowed, imported - allowed
     # Annotations would be evaluated at definition time by Python < 3.10 (list[str] fails).
     assert not [node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
                 and (node.returns or any(a.annotation for a in node.args.args))]

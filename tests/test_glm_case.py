@@ -26,8 +26,9 @@ from torch.utils.flop_counter import FlopCounterMode
 from case_model import case_config, case_model, case_module
 from flagperf_ansible import datasets
 from flagperf_ansible.config.cases import load_case, profile_of
-from flagperf_ansible.datasets import glm_record_hdf5, layout_check
+from flagperf_ansible.datasets import glm_record_hdf5
 from flagperf_ansible.results.mfu import flops_per_unit
+from flagperf_host.checks.glm_record_hdf5 import GLM_RECORD_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_DIR = ROOT / "benchmarks" / "glm" / "pytorch"
@@ -123,7 +124,7 @@ def test_cloze_score_is_the_log_probability_of_the_candidates_tokens():
 def test_tiny_record_files_are_h5sparse_csr_groups(record):
     import h5py
 
-    with h5py.File(record / layout_check.GLM_RECORD_FILES[1], "r") as handle:
+    with h5py.File(record / GLM_RECORD_FILES[1], "r") as handle:
         assert set(handle) == {"text", "position", "mask", "target", "logit_mask",
                                "choice_start_end", "answer_start_end", "answer_idx"}
         text = handle["text"]
@@ -137,9 +138,9 @@ def test_tiny_record_files_are_h5sparse_csr_groups(record):
 
 def test_samples_read_back_as_glms_record_encoding(record):
     reader = glm_module("record")
-    train = reader.RecordSet(record / layout_check.GLM_RECORD_FILES[0], False,
+    train = reader.RecordSet(record / GLM_RECORD_FILES[0], False,
                              glm_record_hdf5.SEQ_LEN)
-    evaluation = reader.RecordSet(record / layout_check.GLM_RECORD_FILES[1], True,
+    evaluation = reader.RecordSet(record / GLM_RECORD_FILES[1], True,
                                   glm_record_hdf5.SEQ_LEN)
     assert len(train) > 500 and len(evaluation) > 100
     sample = evaluation[0]
@@ -185,18 +186,18 @@ def test_vocabulary_is_the_same_on_every_training_and_covers_the_texts():
 
 def test_checker_wants_both_files_as_hdf5(record, tmp_path):
     assert datasets.check("glm_record_hdf5", record) == []
-    (tmp_path / layout_check.GLM_RECORD_FILES[0]).parent.mkdir(parents=True)
-    (tmp_path / layout_check.GLM_RECORD_FILES[0]).write_text("not hdf5")
+    (tmp_path / GLM_RECORD_FILES[0]).parent.mkdir(parents=True)
+    (tmp_path / GLM_RECORD_FILES[0]).write_text("not hdf5")
     assert datasets.check("glm_record_hdf5", tmp_path) == [
-        f"{layout_check.GLM_RECORD_FILES[0]}: not an HDF5 file (no signature)",
-        f"{layout_check.GLM_RECORD_FILES[1]}: missing file"]
+        f"{GLM_RECORD_FILES[0]}: not an HDF5 file (no signature)",
+        f"{GLM_RECORD_FILES[1]}: missing file"]
 
 
 def test_a_file_of_another_sequence_length_is_refused(record):
     reader = glm_module("record")
     with pytest.raises(ValueError, match="text: sequences of 64 tokens, the configuration's "
                                          "max_seq_length is 512"):
-        reader.RecordSet(record / layout_check.GLM_RECORD_FILES[0], False, 512)
+        reader.RecordSet(record / GLM_RECORD_FILES[0], False, 512)
 
 
 # -- checkpoints -------------------------------------------------------------------------------

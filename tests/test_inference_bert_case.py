@@ -28,7 +28,8 @@ from driver.torch import inference
 from flagperf_ansible import datasets
 from flagperf_ansible.config.cases import effective_config, load_case
 from flagperf_ansible.config.casespec import parse_case_spec
-from flagperf_ansible.datasets import bert_eval_text, layout_check
+from flagperf_ansible.datasets import bert_eval_text
+from flagperf_host.checks.bert_eval_text import safetensors_index
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_DIR = ROOT / "benchmarks" / "inference" / "bert_large" / "pytorch"
@@ -100,7 +101,7 @@ def test_tiny_data_passes_its_checker_and_is_the_pinned_stand_in(tiny):
 
 def test_safetensors_header_reader_agrees_with_safetensors(tiny):
     path = tiny / "cpu_weights" / "model.safetensors"
-    found = layout_check.safetensors_index(str(path))
+    found = safetensors_index(str(path))
     with safe_open(str(path), framework="pt") as handle:
         expected = {key: list(handle.get_slice(key).get_shape()) for key in handle.keys()}
     assert {key: shape for key, (_, shape) in found.items()} == expected

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 DOCUMENTATION = """
 name: flagperf_data
-short_description: the layout_check.py requests of a host's rounds
+short_description: the flagperf_host.data_check requests of a host's rounds
 """
 
 
 def flagperf_data_requests(rounds):
     """``[{"format", "path", "case_id"[, "checkpoint"][, "onnx"]}]`` for the plan's rounds that
     read a data folder (``data_dir`` and ``data_format`` set), one per case: what
-    ``src/flagperf_ansible/datasets/layout_check.py`` takes as its JSON argument. ``onnx`` is an
-    inference case's ``exist_onnx_path`` (the file the round loads instead of exporting one)."""
+    ``flagperf_host.data_check`` (``src/flagperf_host/data_check.py``) takes as its JSON argument.
+    ``onnx`` is an inference case's ``exist_onnx_path`` (the file the round loads instead of
+    exporting one)."""
     seen, requests = set(), []
     for round_ in rounds:
         if not round_.get("data_dir") or not round_.get("data_format"):

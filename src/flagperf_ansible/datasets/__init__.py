@@ -5,8 +5,9 @@
     >>> datasets.check("coco2017", "/data/coco")       # [] when the layout is right
     >>> datasets.prepare("coco2017", "/tmp/coco")      # tiny data in that layout
 
-The checkers live in ``layout_check`` (standard library only), which also runs as a script on
-hosts; each generator in its format's module.
+The checkers live in the host package, ``flagperf_host.checks`` (one module per format,
+standard library only; ``flagperf_host.data_check`` runs them on hosts at preflight); each
+generator in its format's module here.
 """
 
 from __future__ import annotations

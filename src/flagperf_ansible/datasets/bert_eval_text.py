@@ -12,7 +12,7 @@ Real layout (under data_dir; FlagPerf ``inference/benchmarks/bertLarge/README.md
   index for large models) and the tokenizer's ``vocab.txt`` (the case's ``BertTokenizer`` reads
   it from the same folder, so the tokenizer must be saved there too).
 
-What the checker accepts: ``layout_check.check_bert_eval_text``.
+What the checker accepts: ``flagperf_host.checks.bert_eval_text.check``.
 
 Tiny data (:func:`generate`), from Debian's licence texts as ``mlperf_bert_hdf5`` makes them
 (its :func:`~flagperf_ansible.datasets.mlperf_bert_hdf5.documents`, vocabulary and weights):
@@ -35,8 +35,9 @@ import contextlib
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check, mlperf_bert_hdf5
+from flagperf_ansible.datasets import mlperf_bert_hdf5
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
 
 NAME = "bert_eval_text"
 EVAL_FILE = "eval.txt"
@@ -134,6 +135,6 @@ FORMAT = Format(
     description="MLPerf BERT's eval.txt + a transformers BERT folder (config.json, weights,"
                 " vocab.txt; FlagPerf's weights/) (tiny: two of Debian's licence texts, a"
                 " random 2-layer BERT stand-in in cpu_weights/)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )

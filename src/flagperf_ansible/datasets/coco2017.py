@@ -4,7 +4,7 @@ Real layout: ``annotations/instances_{train,val}2017.json`` (``info``, ``license
 [{id, file_name, width, height, ...}], ``annotations`` [{id, image_id, category_id,
 segmentation (polygons), area, bbox [x, y, w, h], iscrowd}], ``categories``) with
 ``train2017/`` (118 287 images) and ``val2017/`` (5000), named ``<12-digit id>.jpg``; what the
-checker accepts: ``layout_check.check_coco2017``.
+checker accepts: ``flagperf_host.checks.coco2017.check``.
 
 Tiny data: scikit-image's ``coins`` photograph (public domain, Galerie Numismatique) with its 24
 coins as objects of one category, ``coin``: masks from the watershed segmentation of
@@ -24,8 +24,8 @@ import json
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
 
 NAME = "coco2017"
 CATEGORY = {"id": 1, "name": "coin", "supercategory": "money"}
@@ -197,6 +197,6 @@ FORMAT = Format(
     description="COCO 2017: annotations/instances_{train,val}2017.json, train2017/ val2017/ "
                 "*.jpg (tiny: scikit-image coins, 24 masks; and the detection cpu profiles' "
                 "random ResNet-10 checkpoint)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )

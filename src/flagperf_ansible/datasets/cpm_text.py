@@ -13,7 +13,7 @@ short-text conversation set of Shang et al. 2015, as ``preprocess_stc_finetune.p
   folder); ids 0-7 are ``<unk> <s> </s> ▃ <sep> <pad> <mask> <eod>``;
 * the initial checkpoint, ``cpm_model_states_medium.pt`` (case.yml ``checkpoint``).
 
-What the checker accepts: ``layout_check.check_cpm_text``.
+What the checker accepts: ``flagperf_host.checks.cpm_text.check``.
 
 Tiny data (:func:`generate`): Chinese text from the zh_CN gettext catalogues of Debian's
 Essential packages, which every Debian system has (``/usr/share/locale/zh_CN/LC_MESSAGES/``
@@ -38,8 +38,9 @@ import struct
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
+from flagperf_host.readers.protobuf import varint_bytes
 
 NAME = "cpm_text"
 LOCALE_DIR = Path("/usr/share/locale/zh_CN/LC_MESSAGES")
@@ -89,21 +90,12 @@ def dialogue_lines(locale_dir: Path = LOCALE_DIR) -> list[str]:
 
 # -- SentencePiece's ModelProto, the subset CPM's chinese_vocab.model uses --------------------
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _field(number: int, wire: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | wire) + payload
+    return varint_bytes(number << 3 | wire) + payload
 
 
 def _bytes_field(number: int, data: bytes) -> bytes:
-    return _field(number, 2, _varint(len(data)) + data)
+    return _field(number, 2, varint_bytes(len(data)) + data)
 
 
 def sentencepiece_model_bytes(pieces: list[tuple[str, float, int]]) -> bytes:
@@ -114,9 +106,10 @@ def sentencepiece_model_bytes(pieces: list[tuple[str, float, int]]) -> bytes:
     out = bytearray()
     for piece, score, kind in pieces:
         body = (_bytes_field(1, piece.encode("utf-8")) + _field(2, 5, struct.pack("<f", score))
-                + _field(3, 0, _varint(kind)))
+                + _field(3, 0, varint_bytes(kind)))
         out += _bytes_field(1, body)
-    out += _bytes_field(2, _field(3, 0, _varint(1)) + _field(4, 0, _varint(len(pieces))))
+    out += _bytes_field(2, _field(3, 0, varint_bytes(1))
+                        + _field(4, 0, varint_bytes(len(pieces))))
     out += _bytes_field(3, _bytes_field(1, b"identity"))
     return bytes(out)
 
@@ -261,6 +254,6 @@ FORMAT = Format(
     description="CPM-1 fine-tuning text (STC dialogues): train.txt, valid.txt, a tokenizer "
                 "folder with vocab.json and chinese_vocab.model (tiny: ~2000 lines from the "
                 "zh_CN gettext catalogues, a 2000-piece vocabulary, a random 2-layer checkpoint)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )

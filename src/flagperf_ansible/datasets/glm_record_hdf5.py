@@ -24,7 +24,8 @@ The groups (FlagPerf ``training/benchmarks/glm/pytorch/dataloaders/dataloader.py
   the sample) of its correct candidates; read only from the evaluation file: in training, the
   correct candidate is always the first (FlagPerf's collate gives every sample label 0).
 
-What the checker accepts: ``layout_check.check_glm_record_hdf5`` (the two files, HDF5).
+What the checker accepts: ``flagperf_host.checks.glm_record_hdf5.check`` (the two files,
+HDF5).
 
 Tiny data: a ReCoRD-style cloze set from the GNU, Apache, Artistic and BSD licence texts that
 Debian's base-files install in ``/usr/share/common-licenses`` (:data:`LICENSES`). As ReCoRD
@@ -55,8 +56,9 @@ from functools import partial
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
+from flagperf_host.checks.glm_record_hdf5 import GLM_RECORD_FILES
 
 NAME = "glm_record_hdf5"
 LICENSE_DIR = Path("/usr/share/common-licenses")
@@ -337,7 +339,7 @@ def generate(target: Path) -> dict[str, int]:
     for name, text in texts:
         for sample in cloze_samples(name, text, rng):
             (evaluation if sample["split"] == "eval" else train).append(sample)
-    train_path, eval_path = (target / relative for relative in layout_check.GLM_RECORD_FILES)
+    train_path, eval_path = (target / relative for relative in GLM_RECORD_FILES)
     write_record_hdf5(train_path, encode_samples(train, encode))
     write_record_hdf5(eval_path, encode_samples(evaluation, encode, shuffle_rng=rng))
     vocab_path = target / TINY_MODEL_DIR / "vocab.txt"
@@ -352,6 +354,6 @@ FORMAT = Format(
     description="GLM's ReCoRD hdf5 (h5sparse CSR groups): ReCoRD/glm_train_eval_hdf5_sparse/"
                 "{train_hdf5/train_sparse,eval_hdf5/eval_sparse}.hdf5 (tiny: cloze on licence "
                 "texts, and the cpu profile's GLM checkpoint)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )

@@ -2,7 +2,7 @@
 
 Real layout: ``train/<wnid>/<wnid>_<n>.JPEG`` (1.28 M images, 1000 classes) and
 ``val/<wnid>/ILSVRC2012_val_<n>.JPEG`` (50 000, after moving them into class folders); what the
-checker accepts: ``layout_check.check_imagenet``.
+checker accepts: ``flagperf_host.checks.imagenet.check``.
 
 Tiny data (``digits``): scikit-learn's bundled handwritten digits (1797 8x8 grey images, 10
 classes, from the UCI "Optical Recognition of Handwritten Digits" set), split 80/20 stratified
@@ -20,9 +20,9 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.bit_checkpoint import write_bit_npz
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
 
 NAME = "imagenet"
 # The bigtransfer cpu profile's init_checkpoint (pinned there by SHA-256): bit_checkpoint's args.
@@ -70,7 +70,7 @@ FORMAT = Format(
     name=NAME,
     description="ImageNet class folders: train/<class>/*.JPEG, val/<class>/*.JPEG "
                 "(tiny: scikit-learn digits, 1437 + 360 PNG)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
     aliases=("digits",),
 )

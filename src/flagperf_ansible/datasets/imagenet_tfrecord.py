@@ -8,7 +8,7 @@ tensorflow2 resnet50 read them: ``train/train-NNNNN-of-01024`` and
 ``tf.train.Example`` with ``image/encoded`` (JPEG bytes), ``image/format``, ``image/height``,
 ``image/width``, ``image/filename``, ``image/class/synset`` (the WordNet id) and
 ``image/class/label`` (int64, 1..1000: the loaders subtract 1). What the checker accepts:
-``layout_check.check_imagenet_tfrecord``.
+``flagperf_host.checks.imagenet_tfrecord.check``.
 
 Tiny data: the ``imagenet`` format's digits (``imagenet.py``: the same 1437 train / 360
 validation split, the same PNG bytes of the same 8x8 grey images), so that a TensorFlow case and
@@ -29,8 +29,10 @@ from functools import partial
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, Union
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
+from flagperf_host.readers.protobuf import varint_bytes
+from flagperf_host.readers.tfrecord import mask_crc
 
 NAME = "imagenet_tfrecord"
 TRAIN_SHARDS = 4
@@ -42,20 +44,9 @@ FeatureValue = Union[bytes, str, int, float, Sequence[bytes], Sequence[str], Seq
 
 # --- protobuf and TFRecord writing -----------------------------------------------------------
 
-def _varint(value: int) -> bytes:
-    """Base-128 varint of an unsigned 64-bit value (negative int64: two's complement, 10 bytes)."""
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint_bytes(number << 3 | 2) + varint_bytes(len(payload)) + payload
 
 
 def _feature(value: FeatureValue) -> bytes:
@@ -68,7 +59,7 @@ def _feature(value: FeatureValue) -> bytes:
         listed = b"".join(_field(1, v.encode() if isinstance(v, str) else v) for v in values)
         return _field(1, listed)
     if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return _field(3, _field(1, b"".join(_varint(v) for v in values)))
+        return _field(3, _field(1, b"".join(varint_bytes(v) for v in values)))
     if all(isinstance(v, float) for v in values):
         return _field(2, _field(1, struct.pack(f"<{len(values)}f", *values)))
     raise TypeError(f"feature values must be all bytes/str, all int or all float: {values!r}")
@@ -91,14 +82,14 @@ def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
 def frame_record(data: bytes) -> bytes:
     """One TFRecord: uint64 length, masked CRC-32C of the length's 8 bytes, the data, masked
     CRC-32C of the data, integers little-endian (tensorflow/core/lib/io/record_writer.cc;
-    the mask is ``layout_check.mask_crc``)."""
+    the mask is ``flagperf_host.readers.tfrecord.mask_crc``)."""
     import google_crc32c
 
     length = struct.pack("<Q", len(data))
     return b"".join((length,
-                     struct.pack("<I", layout_check.mask_crc(google_crc32c.value(length))),
+                     struct.pack("<I", mask_crc(google_crc32c.value(length))),
                      data,
-                     struct.pack("<I", layout_check.mask_crc(google_crc32c.value(data)))))
+                     struct.pack("<I", mask_crc(google_crc32c.value(data)))))
 
 
 def write_tfrecord(path: Path, records: Iterable[bytes]) -> int:
@@ -191,6 +182,6 @@ FORMAT = Format(
     name=NAME,
     description="ImageNet TFRecords: train/train-NNNNN-of-MMMMM, validation/validation-... "
                 "of tf.train.Example (tiny: the digits of imagenet, 1437 + 360 PNG)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )

@@ -3,7 +3,7 @@
 Real layout: split folders (``train-clean-100``, ``dev-clean``, ...), each
 ``<speaker>/<chapter>/<speaker>-<chapter>-<utt:04d>.flac`` (16 kHz, mono, 16-bit FLAC) with
 ``<speaker>-<chapter>.trans.txt`` (one ``<speaker>-<chapter>-<utt> UPPER CASE TRANSCRIPT`` a
-line); what the checker accepts: ``layout_check.check_librispeech``.
+line); what the checker accepts: ``flagperf_host.checks.librispeech.check``.
 
 Tiny data: train-clean-100 (two speakers, one chapter each), dev-clean and test-clean (one
 speaker each), three utterances per chapter: the Zen of Python's lines (PEP 20) in LibriSpeech's
@@ -29,11 +29,13 @@ import re
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
+from flagperf_host.checks.librispeech import LIBRISPEECH_RATE
+from flagperf_host.readers.flac import flac_streaminfo
 
 NAME = "librispeech"
-RATE = layout_check.LIBRISPEECH_RATE
+RATE = LIBRISPEECH_RATE
 # split -> [(speaker, chapter, pitch in Hz)]; three utterances per chapter.
 SPEAKERS = {"train-clean-100": [(1001, 101, 110.0), (1002, 102, 200.0)],
             "dev-clean": [(2001, 201, 130.0)],
@@ -88,7 +90,7 @@ def write_manifest(split_dir: Path, manifest: Path) -> int:
     root = split_dir.resolve()
     lines = [f"{os.path.relpath(root, manifest.parent.resolve())}\n"]
     for path in sorted(root.rglob("*.flac")):
-        _, _, _, samples = layout_check.flac_streaminfo(str(path))
+        _, _, _, samples = flac_streaminfo(str(path))
         lines.append(f"{path.relative_to(root).as_posix()}\t{samples}\n")
     manifest.write_text("".join(lines), encoding="utf-8")
     return len(lines) - 1
@@ -98,6 +100,6 @@ FORMAT = Format(
     name=NAME,
     description="LibriSpeech: <split>/<speaker>/<chapter>/*.flac 16 kHz + <speaker>-<chapter>"
                 ".trans.txt, <split>.tsv file lists (tiny: 12 synthesised utterances, 3 splits)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )

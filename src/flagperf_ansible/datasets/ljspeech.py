@@ -2,7 +2,7 @@
 
 Real layout: ``metadata.csv`` (13 100 lines ``LJ001-0001|<transcription>|<normalized
 transcription>``, UTF-8, no quoting) and ``wavs/LJ001-0001.wav`` ... (22050 Hz, mono, 16-bit
-PCM, 1-10 s); what the checker accepts: ``layout_check.check_ljspeech``.
+PCM, 1-10 s); what the checker accepts: ``flagperf_host.checks.ljspeech.check``.
 
 Tiny data: the 19 lines of the Zen of Python (PEP 20, from the interpreter's ``this``), one clip
 each (``LJ001-0001`` ... ``LJ001-0019``), synthesised by ``_speech.synthesize``. The normalized
@@ -16,11 +16,12 @@ import wave
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
+from flagperf_host.checks.ljspeech import LJSPEECH_RATE
 
 NAME = "ljspeech"
-RATE = layout_check.LJSPEECH_RATE
+RATE = LJSPEECH_RATE
 
 
 def write_wav(path: Path, pcm16, rate: int) -> None:
@@ -56,6 +57,6 @@ FORMAT = Format(
     name=NAME,
     description="LJSpeech-1.1: metadata.csv (id|text|normalized) + wavs/<id>.wav 22050 Hz mono "
                 "16-bit (tiny: 19 synthesised clips)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )

@@ -6,7 +6,8 @@ shards) and ``eval_set_uncompressed/part_eval_10k.hdf5``, each with the datasets
 ``masked_lm_positions`` and ``masked_lm_ids`` [samples, 76] int32 (zero-padded),
 ``next_sentence_labels`` [samples] int8 (MLCommons training, language_model/tensorflow/bert;
 NVIDIA's ``create_pretraining_data.py``); beside them the case reads ``model.ckpt-28252.pt``
-and ``bert_config.json``. What the checker accepts: ``layout_check.check_mlperf_bert_hdf5``.
+and ``bert_config.json``. What the checker accepts:
+``flagperf_host.checks.mlperf_bert_hdf5.check``.
 
 Tiny data, from English text that ships with Debian (the licence texts of
 ``/usr/share/common-licenses``, symbolic links skipped, one document per file):
@@ -37,8 +38,9 @@ import re
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
+from flagperf_host.checks.mlperf_bert_hdf5 import BERT_DATASETS, BERT_EVAL_DIR, BERT_TRAIN_DIR
 
 NAME = "mlperf_bert_hdf5"
 LICENSES = Path("/usr/share/common-licenses")
@@ -204,7 +206,7 @@ def mask_tokens(tokens: list[int], rng: random.Random) -> tuple[list[int], list[
 
 
 def as_arrays(instances: list[dict]) -> dict:
-    """Instances as the six arrays of a shard (``layout_check.BERT_DATASETS``), zero-padded to
+    """Instances as the six arrays of a shard (``BERT_DATASETS``), zero-padded to
     ``SEQ_LEN`` and ``MAX_PREDICTIONS`` as create_pretraining_data writes them."""
     import numpy as np
 
@@ -231,7 +233,7 @@ def write_shard(path: Path, arrays: dict) -> None:
     import h5py
 
     with h5py.File(path, "w") as shard:
-        for name in layout_check.BERT_DATASETS:
+        for name in BERT_DATASETS:
             shard.create_dataset(name, data=arrays[name])
 
 
@@ -321,7 +323,7 @@ def generate(target: Path) -> dict[str, int]:
     train_set = create_instances(train_docs, random.Random(12345))  # MLPerf's random_seed
     eval_set = create_instances(eval_docs, random.Random(54321))[:EVAL_SAMPLES]
 
-    train, evaluation = target / layout_check.BERT_TRAIN_DIR, target / layout_check.BERT_EVAL_DIR
+    train, evaluation = target / BERT_TRAIN_DIR, target / BERT_EVAL_DIR
     train.mkdir(parents=True, exist_ok=True)
     evaluation.mkdir(parents=True, exist_ok=True)
     (target / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
@@ -331,8 +333,8 @@ def generate(target: Path) -> dict[str, int]:
         write_shard(train / f"part_{shard:05d}_of_{TRAIN_SHARDS:05d}.hdf5", as_arrays(part))
     write_shard(evaluation / "part_eval_10k.hdf5", as_arrays(eval_set))
     write_checkpoint(target)
-    return {layout_check.BERT_TRAIN_DIR: TRAIN_SHARDS * per_shard,
-            layout_check.BERT_EVAL_DIR: len(eval_set), "vocab.txt": len(vocab),
+    return {BERT_TRAIN_DIR: TRAIN_SHARDS * per_shard,
+            BERT_EVAL_DIR: len(eval_set), "vocab.txt": len(vocab),
             "cpu checkpoint": 1}
 
 
@@ -342,6 +344,6 @@ FORMAT = Format(
                 " (input_ids ... next_sentence_labels; tiny: 1280 sequences of 128 tokens of"
                 " Debian's licence texts, a local WordPiece vocab.txt, the cpu profile's"
                 " checkpoint)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )

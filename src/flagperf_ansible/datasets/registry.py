@@ -1,8 +1,8 @@
 """The data-set registry: one ``Format`` per on-disk layout that a case can name.
 
 A format is the layout a case's loader reads (ImageNet folders, COCO, ...): a checker that says
-what is wrong with a folder (``layout_check``, standard library only, also run on hosts at
-preflight) and a generator of tiny data in exactly that layout, for CI and the ``cpu`` profiles.
+what is wrong with a folder (``flagperf_host.checks.<format>``, standard library only, also
+run on hosts at preflight by ``flagperf_host.data_check``) and a generator of tiny data in exactly that layout, for CI and the ``cpu`` profiles.
 Everything that lists formats (``flagperf-ansible data list``, the CLI's choices) reads this
 registry.
 """

@@ -9,7 +9,7 @@ of 8 ids), and ``{train,valid,test}.en-de.{en,de}.{bin,idx}``: each sentence's t
 version 1, dtype code and element size, sentence and size counts, then int64 dim offsets,
 data offsets and sizes, the .bin holding int32 ids + 1 (Lua indexing). fairseq >= 0.9 writes
 the ``mmap`` index instead (``MMIDIDX\\0\\0``, uint16 ids for a dictionary under 65 500 tokens);
-the checker accepts both (``layout_check.check_wmt14_en_de_fairseq``). Source:
+the checker accepts both (``flagperf_host.checks.wmt14_en_de_fairseq.check``). Source:
 fairseq/data/indexed_dataset.py, fairseq/data/dictionary.py. Beside them ``test.raw.de``, the
 untokenized German references of the test set (NVIDIA's ``run_preprocessing.sh`` writes it with
 ``sacrebleu -t wmt14/full -l en-de --echo ref``), against which FlagPerf scores BLEU.
@@ -25,9 +25,11 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets.registry import Format
 from flagperf_ansible.datasets.wmt14_en_de_text import split_pairs, tokenize
+from flagperf_host import data_check
+from flagperf_host.checks.wmt14_en_de_fairseq import WMT14_RAW_REFERENCE
+from flagperf_host.checks.wmt14_en_de_text import WMT14_LANGS
 
 NAME = "wmt14_en_de_fairseq"
 SPECIALS = ("<Lua heritage>", "<pad>", "</s>", "<unk>")
@@ -40,7 +42,7 @@ def joined_dictionary(splits: dict) -> list[tuple[str, int]]:
     """``[(token, count)]`` of the training text of both languages, as fairseq's
     ``Dictionary.finalize`` orders it (falling count, first seen first among equals), padded
     to a multiple of PADDING_FACTOR ids with ``madeupword`` entries."""
-    counts = Counter(token for lang in layout_check.WMT14_LANGS
+    counts = Counter(token for lang in WMT14_LANGS
                      for tokens in splits["train"][lang] for token in tokens)
     entries = counts.most_common()
     padding = -(len(SPECIALS) + len(entries)) % PADDING_FACTOR
@@ -85,12 +87,12 @@ def write_binarized(target: Path, impl: str = "cached") -> dict[str, int]:
     """
     pairs, read = split_pairs()
     splits = {split: {lang: [tokenize(pair[side]) for pair in rows]
-                      for side, lang in enumerate(layout_check.WMT14_LANGS)}
+                      for side, lang in enumerate(WMT14_LANGS)}
               for split, rows in pairs.items()}
     entries = joined_dictionary(splits)
     ids = {token: number for number, (token, _) in enumerate(entries, len(SPECIALS))}
     target.mkdir(parents=True, exist_ok=True)
-    for lang in layout_check.WMT14_LANGS:
+    for lang in WMT14_LANGS:
         (target / f"dict.{lang}.txt").write_text(
             "".join(f"{token} {count}\n" for token, count in entries), encoding="utf-8")
     for split, sides in splits.items():
@@ -98,7 +100,7 @@ def write_binarized(target: Path, impl: str = "cached") -> dict[str, int]:
             write_index(target / f"{split}.en-de.{lang}",
                         [[ids.get(t, SPECIALS.index("<unk>")) for t in tokens] + [EOS]
                          for tokens in sentences], impl)
-    (target / layout_check.WMT14_RAW_REFERENCE).write_text(
+    (target / WMT14_RAW_REFERENCE).write_text(
         "".join(german + "\n" for _, german in pairs["test"]), encoding="utf-8")
     return {**{split: len(rows) for split, rows in pairs.items()}, "catalogues": read}
 
@@ -107,6 +109,6 @@ FORMAT = Format(
     name=NAME,
     description="WMT14 en-de fairseq-binarized: dict.{en,de}.txt + {train,valid,test}.en-de."
                 "{en,de}.{bin,idx} + test.raw.de (tiny: 30 pairs + gettext en-de pairs)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=write_binarized,
 )

@@ -2,7 +2,8 @@
 
 Real layout: ``{train,valid,test}.{en,de}``, one sentence a line, Moses-tokenized (and BPE'd)
 as fairseq's ``examples/translation/prepare-wmt14en2de.sh`` writes them (4.5 M training pairs,
-newstest2014 as test); what the checker accepts: ``layout_check.check_wmt14_en_de_text``.
+newstest2014 as test); what the checker accepts:
+``flagperf_host.checks.wmt14_en_de_text.check``.
 
 Tiny data: the 30 sentence pairs of ``_corpus.EN_DE`` (24 train, 3 valid, 3 test, always
 there), then the English-German pairs of the gettext catalogues of Debian's ``required``
@@ -28,9 +29,10 @@ import struct
 from functools import partial
 from pathlib import Path
 
-from flagperf_ansible.datasets import layout_check
 from flagperf_ansible.datasets._corpus import EN_DE
 from flagperf_ansible.datasets.registry import Format
+from flagperf_host import data_check
+from flagperf_host.checks.wmt14_en_de_text import WMT14_LANGS
 
 NAME = "wmt14_en_de_text"
 LOCALE_DIR = Path("/usr/share/locale/de/LC_MESSAGES")
@@ -144,7 +146,7 @@ def tokenized_splits(locale_dir: Path = LOCALE_DIR) -> dict[str, dict[str, list[
     """``{split: {lang: [sentence tokens]}}`` of the tiny corpus."""
     splits, _ = split_pairs(locale_dir)
     return {split: {lang: [tokenize(pair[side]) for pair in pairs]
-                    for side, lang in enumerate(layout_check.WMT14_LANGS)}
+                    for side, lang in enumerate(WMT14_LANGS)}
             for split, pairs in splits.items()}
 
 
@@ -158,7 +160,7 @@ def generate(target: Path) -> dict[str, int]:
     target.mkdir(parents=True, exist_ok=True)
     splits, read = split_pairs()
     for split, pairs in splits.items():
-        for side, lang in enumerate(layout_check.WMT14_LANGS):
+        for side, lang in enumerate(WMT14_LANGS):
             (target / f"{split}.{lang}").write_text(
                 "".join(" ".join(tokenize(pair[side])) + "\n" for pair in pairs),
                 encoding="utf-8")
@@ -169,6 +171,6 @@ FORMAT = Format(
     name=NAME,
     description="WMT14 en-de text: {train,valid,test}.{en,de}, one tokenized sentence a line "
                 "(tiny: 30 pairs + gettext catalogues' en-de pairs)",
-    check=partial(layout_check.check, NAME),
+    check=partial(data_check.check, NAME),
     generate=generate,
 )
