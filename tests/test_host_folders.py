@@ -1,10 +1,11 @@
 """The preflight check of the host folders a run writes and the data its cases read
-(src/flagperf_ansible/host_folders_check.py): the script alone, run as non-root users on real
+(src/flagperf_host/folders_check.py): the entry module alone, run as non-root users on real
 folders, then preflight failing with one line per problem before anything is shipped.
 
-The tests run as root (root writes and reads everything): the script runs as ``nobody``
+The tests run as root (root writes and reads everything): the check runs as ``nobody``
 (``runuser``) or as a uid with chosen groups (``setpriv``), in the system's Python as a host
-would run it (piped on standard input, as ``plugins/action/piped_script.py`` does)."""
+would run it (``python3 -m flagperf_host.folders_check`` from the host archive, which
+``tests/host_side.py`` writes into a folder every user can read)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+import host_side
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "src/flagperf_ansible/host_folders_check.py"
 # A host's Python, not the venv's (which another user may not be able to run).
 HOST_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 # A uid and gids no account has (setpriv takes numbers): its home is $HOME.
@@ -57,17 +59,19 @@ def data_file(path: Path, mode: int = 0o644, group: int = 0) -> Path:
 
 def check(request: dict, *, user: str | None = None, uid: int | None = None,
           groups: tuple[int, ...] = (), home: Path | None = None) -> subprocess.CompletedProcess:
-    """The script piped to the host's Python as ``user`` (runuser), or as ``uid``:GID with
-    ``groups`` as its supplementary groups (setpriv); as root when neither is given."""
+    """``python3 -m flagperf_host.folders_check REQUEST`` in the host's Python, the archive on
+    its path, as ``user`` (runuser), or as ``uid``:GID with ``groups`` as its supplementary
+    groups (setpriv); as root when neither is given."""
     prefix: list[str] = []
     if user:
         prefix = [shutil.which("runuser") or "/usr/sbin/runuser", "-u", user, "--"]
     elif uid is not None:
         prefix = ["setpriv", f"--reuid={uid}", f"--regid={GID}",
                   f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home or "/nonexistent")}
-    return subprocess.run([*prefix, HOST_PYTHON, "-", json.dumps(request)], input=SCRIPT.read_text(),
-                          capture_output=True, text=True, env=env, timeout=60, cwd="/")
+    env = host_side.env({"PATH": "/usr/bin:/bin", "HOME": str(home or "/nonexistent")})
+    argv = host_side.command("folders_check", json.dumps(request), python=HOST_PYTHON)
+    return subprocess.run([*prefix, *argv], capture_output=True, text=True, env=env, timeout=60,
+                          cwd="/")
 
 
 def write(setting: str, path: Path, *subfolders: str) -> dict:
@@ -189,7 +193,7 @@ def test_a_file_readable_through_a_supplementary_group_only_fails_in_containers(
 
 
 def test_the_checkpoint_is_checked_and_the_walk_is_a_bounded_sample(base):
-    from flagperf_ansible import host_folders_check
+    from flagperf_host import folders_check
 
     data = folder(base / "data")
     for number in range(200):
@@ -197,7 +201,7 @@ def test_the_checkpoint_is_checked_and_the_walk_is_a_bounded_sample(base):
     done = check(read("c1", data), user="nobody")
     # One line; only the sampled entries were looked at.
     (line,) = done.stdout.splitlines()
-    assert line.endswith(f"; {host_folders_check.TOP_SAMPLE - 1} more in the entries sampled")
+    assert line.endswith(f"; {folders_check.TOP_SAMPLE - 1} more in the entries sampled")
 
     readable = folder(base / "readable")
     folder(readable / "models" / "bit")   # deeper than the sample goes
@@ -211,7 +215,7 @@ def test_the_checkpoint_is_checked_and_the_walk_is_a_bounded_sample(base):
 def test_a_bad_request_is_one_line_and_exit_2():
     done = check({"write": [{"setting": "flagperf_root", "path": "relative"}]})
     assert (done.returncode, done.stdout) == (
-        2, "host_folders_check.py: write must be a list of {setting, path (absolute), subfolders}\n")
+        2, "folders_check: write must be a list of {setting, path (absolute), subfolders}\n")
 
 
 # --- preflight ---------------------------------------------------------------------------------

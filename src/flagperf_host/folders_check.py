@@ -2,12 +2,12 @@
 """Check, on a benchmark host, the folders a run writes and the data folders its cases read
 (standard library only, Python 3.6 or later).
 
-Preflight pipes this file to the host's interpreter (``python3 - REQUEST``, as
-``plugins/action/piped_script.py`` does, like ``datasets/layout_check.py``), before anything is
-shipped or built, so that a folder the ssh user cannot write or a data file the cases' user
-cannot read stops the run with one line naming it, instead of a "Permission denied" in the
-prepare phase or hours into a round. It runs as the ssh user (what deploy and the rounds run
-as) and writes nothing.
+Preflight runs it on the host as ``python3 -m flagperf_host.folders_check REQUEST`` would
+(``flagperf.benchmark.piped_script`` sends the ``flagperf_host`` archive with the task, as for
+``flagperf_host.data_check``), before anything is shipped or built, so that a folder the ssh
+user cannot write or a data file the cases' user cannot read stops the run with one line naming
+it, instead of a "Permission denied" in the prepare phase or hours into a round. It runs as the
+ssh user (what deploy and the rounds run as) and writes nothing.
 
 * A folder the run writes (``flagperf_root``, ``flagperf_workdir``, and the subfolders of them
   that deploy and the image builds make): where it exists, it must be a folder the user can
@@ -26,9 +26,9 @@ as) and writes nothing.
   "datasets" group) is a problem the containers would hit. POSIX ACLs are not read in that
   check (``os.access`` sees them for the user itself).
 
-As a script::
+On the command line::
 
-    host_folders_check.py REQUEST
+    python3 -m flagperf_host.folders_check REQUEST
         REQUEST: {"write": [{"setting", "path", "subfolders": [relative, ...]}],
                   "read": [[case_id, data_dir, checkpoint or null], ...],
                   "container": true | false}
@@ -45,6 +45,8 @@ import posixpath
 import pwd
 import stat
 import sys
+
+PROG = "folders_check"
 
 # Entries of a data folder whose access is checked, and entries of each sampled subfolder:
 # a few hundred stat calls at most per data folder, cheap on a network file system too.
@@ -209,7 +211,7 @@ def read_problem(case_id, data_dir, checkpoint, who):
     deepest, st, blocked = _walk_down(data_dir, who)
     if blocked:
         return "%s%s not traversable by %s: %s" % (head, blocked, who.describe(), _owner(st))
-    if deepest != data_dir:   # missing: datasets/layout_check.py says so, in the case's terms
+    if deepest != data_dir:   # missing: flagperf_host.data_check says so, in the case's terms
         return None
     unreadable = []
 
@@ -287,7 +289,7 @@ def main(argv):
             raise ValueError("the argument is not JSON (%s)" % err)
         found = problems(request)
     except ValueError as err:
-        print("host_folders_check.py: %s" % err)
+        print("%s: %s" % (PROG, err))
         return 2
     for line in found:
         print(line)

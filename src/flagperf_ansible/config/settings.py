@@ -114,7 +114,7 @@ class Settings(BaseModel):
                     "default suits a root ssh user; a non-root one sets a folder under its home "
                     "(inventories/lab: /home/bench/flagperf). Preflight stops the run, one line "
                     "per host, where the ssh user cannot make or write it "
-                    "(src/flagperf_ansible/host_folders_check.py).")
+                    "(src/flagperf_host/folders_check.py).")
     flagperf_workdir: str = Field(
         "/var/tmp/flagperf",
         description="Host folder (absolute) for round outputs and monitor pid files, before they "
