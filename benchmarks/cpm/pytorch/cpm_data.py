@@ -5,9 +5,10 @@ Tokenizer: CPM's vocabulary is a SentencePiece unigram model (``chinese_vocab.mo
 ``ModelProto``) with ``vocab.json`` (piece -> id). Text is cut into words by jieba, spaces and
 newlines inside words become ``▂`` and ``▃``, the words are joined by spaces and encoded by the
 unigram model (``▁`` marks a word's start). Here the model file is read with the standard
-library (:func:`read_sentencepiece_model`) and run by the ``tokenizers`` library's ``Unigram``
-(the same Viterbi segmentation over the same pieces and scores), so neither sentencepiece nor
-protobuf is needed; jieba is used when ``word_segmentation`` is ``jieba``.
+library (:func:`read_sentencepiece_model`, with ``flagperf_host.readers.protobuf``) and run by
+the ``tokenizers`` library's ``Unigram`` (the same Viterbi segmentation over the same pieces and
+scores), so neither sentencepiece nor protobuf is needed; jieba is used when
+``word_segmentation`` is ``jieba``.
 
 Data: ``train.txt`` / ``valid.txt``, one document a line (the line's newline kept, as
 ``readlines`` keeps it); each is tokenized, ``<eod>`` appended, and cut into samples of
@@ -25,6 +26,8 @@ from typing import Any, Mapping
 
 import torch
 
+from flagperf_host.readers.protobuf import protobuf_fields
+
 #: SentencePiece piece types (sentencepiece_model.proto).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 #: Score given to control and unused pieces so that no text is ever segmented into them (as
@@ -33,42 +36,6 @@ NEVER = -1.0e9
 #: CPM's translation of whitespace inside a word (tokenization_gpt2.py).
 WHITESPACE = str.maketrans(" \n", "\u2582\u2583")
 SEGMENTATIONS = ("jieba", "none")
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, pos
-
-
-def _fields(data: bytes):
-    """``(field number, wire type, value)`` of a protobuf message (value: int for varints and
-    fixed32/64, bytes for length-delimited fields)."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-        elif wire == 1:
-            value, pos = data[pos:pos + 8], pos + 8
-        elif wire == 2:
-            size, pos = _varint(data, pos)
-            value, pos = data[pos:pos + size], pos + size
-        elif wire == 5:
-            value, pos = data[pos:pos + 4], pos + 4
-        else:
-            raise ValueError(f"wire type {wire} of field {number} is not supported")
-        if pos > len(data):
-            raise ValueError(f"field {number} runs past the end")
-        yield number, wire, value
 
 
 def read_sentencepiece_model(path: Path) -> tuple[list[tuple[str, float, int]], str]:
@@ -81,10 +48,10 @@ def read_sentencepiece_model(path: Path) -> tuple[list[tuple[str, float, int]], 
     """
     pieces, normalizer = [], ""
     try:
-        for number, wire, value in _fields(Path(path).read_bytes()):
+        for number, wire, value in protobuf_fields(Path(path).read_bytes()):
             if number == 1 and wire == 2:
                 piece, score, kind = None, 0.0, NORMAL
-                for sub, sub_wire, sub_value in _fields(value):
+                for sub, sub_wire, sub_value in protobuf_fields(value):
                     if sub == 1 and sub_wire == 2:
                         piece = sub_value.decode("utf-8")
                     elif sub == 2 and sub_wire == 5:
@@ -95,7 +62,7 @@ def read_sentencepiece_model(path: Path) -> tuple[list[tuple[str, float, int]], 
                     raise ValueError(f"piece {len(pieces)} has no text")
                 pieces.append((piece, score, kind))
             elif number == 3 and wire == 2:
-                for sub, sub_wire, sub_value in _fields(value):
+                for sub, sub_wire, sub_value in protobuf_fields(value):
                     if sub == 1 and sub_wire == 2:
                         normalizer = sub_value.decode("utf-8")
     except (ValueError, UnicodeDecodeError) as err:

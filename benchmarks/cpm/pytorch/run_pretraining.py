@@ -16,6 +16,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
+# The project's src/ last: the host package's protobuf reader (flagperf_host, standard library
+# only; deploy ships src/flagperf_host beside benchmarks/).
+sys.path.append(str(HERE.parents[2] / "src"))
 
 import torch  # noqa: E402
 
