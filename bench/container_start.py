@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Measure what starting one container costs the machine: the ``community.docker.docker_container``
-module run that a docker round hands to a host (``node_job.py start --input``), against the
+module run that a docker round hands to a host (``flagperf_host.node_job start --input``), against the
 Docker SDK for Python and the ``docker`` CLI, same image, same options.
 
     python bench/container_start.py [--repeat 10] [--image flagperf-base:bookworm]

@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("benchmarks", "vendors", "roles", "playbooks", "plugins", "collections", "schemas",
-         "inventories", "site.yml", "ansible.cfg")
+PARTS = ("benchmarks", "vendors", "src/flagperf_host", "roles", "playbooks", "plugins", "collections",
+         "schemas", "inventories", "site.yml", "ansible.cfg")
 
 
 def copy_checkout(target: Path) -> Path:

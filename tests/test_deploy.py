@@ -28,8 +28,10 @@ PLAYBOOK = textwrap.dedent("""\
 # name -> mode; the controller's bytecode is left out.
 CHECKOUT = {"benchmarks/driver/perflog.py": 0o644, "benchmarks/sleep/pytorch/run.py": 0o755,
             "benchmarks/sleep/pytorch/config/cpu.yaml": 0o600, "vendors/cpu/vendor.yml": 0o644,
-            "vendors/cpu/docker_image/pytorch/Dockerfile": 0o644}
-LEFT_OUT = ["benchmarks/driver/__pycache__/perflog.cpython-311.pyc", "vendors/nvidia/vendor.yml"]
+            "vendors/cpu/docker_image/pytorch/Dockerfile": 0o644,
+            "src/flagperf_host/readers/protobuf.py": 0o644}
+LEFT_OUT = ["benchmarks/driver/__pycache__/perflog.cpython-311.pyc", "vendors/nvidia/vendor.yml",
+            "src/flagperf_ansible/cli.py"]
 
 
 def checkout(tmp_path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The launch role's host side (roles/launch/files/node_job.py), run for real: start a command
+"""The launch role's host side (src/flagperf_host/node_job.py), run for real: start a command
 in the background, wait for it a slice at a time, kill it at the timeout; its reports, shaped as
 flagperf.benchmark.piped_script returns them, read by the round's wait logic."""
 
@@ -217,7 +217,7 @@ def test_start_hands_its_input_to_the_case_and_wait_reports_the_result(tmp_path)
 
 
 def test_a_helper_that_printed_nothing_is_a_failed_node():
-    poll = {"rc": 2, "stdout": "", "stderr": "node_job.py: error: unrecognized arguments"}
+    poll = {"rc": 2, "stdout": "", "stderr": "flagperf_host.node_job: error: unrecognized arguments"}
     assert node_finished(poll) and node_failed(poll)
     assert "unrecognized" in node_outcome(poll)["output"]
 

@@ -1,4 +1,4 @@
-"""node_job.py ends a whole node, run for real with torchrun (the venv's): torchrun starts its
+"""flagperf_host.node_job ends a whole node, run for real with torchrun (the venv's): torchrun starts its
 workers in sessions of their own, so killing its process group alone would orphan them (still
 running with parent pid 1; on a GPU host they hold the device). ``stop`` and the timeout send
 SIGTERM first (torchrun passes it on), then SIGKILL to every process that carries the node's

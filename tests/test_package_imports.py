@@ -77,3 +77,57 @@ def test_the_controller_package_has_no_import_circle():
     graph = import_graph()
     assert "flagperf_ansible.results.summary" in graph["flagperf_ansible.results.report"]
     assert cycles(graph) == []
+
+
+# Which of the controller's packages each may import: configuration knows nothing of the run
+# or its results, results nothing of the run, the data sets nothing of the controller.
+MAY_IMPORT = {
+    "config": {"config", "datasets"},
+    "results": {"results", "config", "paths"},
+    "run": {"run", "config", "results", "datasets", "paths"},
+    "datasets": {"datasets"},
+}
+
+
+def test_the_controller_packages_are_layered_as_the_flow_of_a_run():
+    graph = import_graph()
+    crossing = []
+    for name, deps in graph.items():
+        group = name.split(".")[1] if name.count(".") >= 2 else None
+        for dep in deps:
+            target = dep.split(".")[1]
+            if group in MAY_IMPORT and target not in MAY_IMPORT[group]:
+                crossing.append(f"{name} imports {dep}")
+    assert {"config", "run", "results", "datasets"} <= {n.split(".")[1] for n in graph if n.count(".") >= 2}
+    assert crossing == []
+
+
+HOST_PACKAGE = PACKAGE.parent / "flagperf_host"
+
+
+def test_the_host_package_imports_the_standard_library_and_itself_only():
+    """It runs on hosts from its archive, with whatever Python they have: a third-party import
+    must be inside a function that needs it (psutil for the monitor, docker for a container's
+    end) and named here."""
+    import sys
+
+    allowed_lazy = {"psutil", "docker"}
+    found = {}
+    for path in HOST_PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = [a.name.partition(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                roots = [(node.module or "").partition(".")[0]]
+            else:
+                continue
+            for root in roots:
+                if root in sys.stdlib_module_names or root in ("flagperf_host", "__future__"):
+                    continue
+                found.setdefault(root, set()).add("top" if id(node) in top else "lazy")
+                found[root].add(path.name)
+    assert set(found) <= allowed_lazy, found
+    assert not [root for root, where in found.items() if "top" in where]
+    assert len(list(HOST_PACKAGE.rglob("*.py"))) > 8

@@ -268,7 +268,7 @@ def test_steps_share_one_interpreter_as_if_each_ran_alone(tmp_path, project, ven
 
 RUN_INPUT = textwrap.dedent("""\
     import json, os, subprocess, sys
-    # The step's standard input runs as a program, as node_job.py start --input runs it.
+    # The step's standard input runs as a program, as flagperf_host.node_job start --input runs it.
     done = subprocess.run([sys.executable, "-"], stdin=0, capture_output=True, text=True)
     print(json.dumps({"rc": done.returncode, "result": json.loads(done.stdout or "null"),
                       "stdin": os.readlink("/proc/self/fd/0")}))

@@ -1,4 +1,4 @@
-"""How each node of a round ended, from node_job.py's wait (a case, or a docker_container module
+"""How each node of a round ended, from flagperf_host.node_job's wait (a case, or a docker_container module
 run's result) and from async_status-shaped results; what a round's nodes tell each other on the
 controller (RoundBoard); a round's status and who is to blame."""
 
@@ -13,7 +13,7 @@ DONE = {"finished": 1, "rc": 0, "stdout": "ok"}
 CRASHED = {"finished": 1, "rc": 3, "failed": True, "stderr": "boom"}
 CONTAINER_CRASHED = {"finished": 1, "status": 2, "failed": True, "container": {"Output": "x"}}
 KILLED_AT_LIMIT = {"finished": 1, "failed": True, "msg": "Timeout exceeded", "child_pid": 42}
-# node_job.py wait on a docker_container module run (--result): the module exits 0 whatever
+# flagperf_host.node_job wait on a docker_container module run (--result): the module exits 0 whatever
 # the container's status; a module that failed before the container ran exits 1, no status.
 SUPERVISED_CONTAINER_CRASHED = {"finished": 1, "rc": 0, "timed_out": False, "msg": "",
                                 "result": {"failed": True, "status": 2, "container": {"Output": "x"}}}

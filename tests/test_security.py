@@ -213,7 +213,7 @@ def test_scripts_get_an_argument_list():
     quotes each element of `argv` as one word: no command line is built from values, and no
     task uses `ansible.builtin.script` (a command line string). The roles' step definitions
     (their vars/main.yml), which the roles' tasks and a round's combined steps run, are held
-    to the same: constant script and role names, argument lists (or the package's argv builder
+    to the same: constant module names of the host package, argument lists (or the package's argv builder
     after our options); a step's input module is a constant module name with a mapping of
     arguments. A task's `steps` names those definitions only."""
     scripts = [(rel(path), task) for path, task in ALL_TASKS
@@ -230,11 +230,9 @@ def test_scripts_get_an_argument_list():
     for path, task in scripts:
         args = task["flagperf.benchmark.piped_script"]
         where = f"{path}: {task.get('name')}"
-        assert set(args) <= {"script", "role", "package", "argv", "steps", "keep_going",
-                             "executable"}, where
+        assert set(args) <= {"module", "argv", "steps", "keep_going", "executable"}, where
         if "steps" not in args:
-            steps.append((where, {k: v for k, v in args.items()
-                                  if k in ("script", "role", "package", "argv")}))
+            steps.append((where, {k: v for k, v in args.items() if k in ("module", "argv")}))
             continue
         named = set(STEP_NAME.findall(str(args["steps"])))
         words = re.findall(r"\b_[a-z_]+_steps?\b", str(args["steps"]))
@@ -242,9 +240,8 @@ def test_scripts_get_an_argument_list():
     for name, value in definitions.items():
         steps += [(name, step) for step in (value if isinstance(value, list) else [value])]
     for where, step in steps:
-        assert set(step) <= {"script", "role", "package", "argv", "environment", "input_module"}, where
-        assert "{{" not in step["script"] and "{{" not in step.get("role", ""), where
-        assert "{{" not in step.get("package", ""), where
+        assert set(step) <= {"module", "argv", "environment", "input_module"}, where
+        assert re.fullmatch(r"flagperf_host\.[a-z_]+", step["module"]), where
         if "input_module" in step:
             # A constant module, its arguments a mapping (module arguments, not words).
             assert "{{" not in step["input_module"]["name"], where

@@ -1,4 +1,4 @@
-"""Round summaries of the hardware and system monitors (``roles/monitor/files/sys_monitor.py``).
+"""Round summaries of the hardware and system monitors (``src/flagperf_host/sys_monitor.py``).
 
 A node dir holds the monitor's streams, each a CSV whose ``timestamp_ms`` is wall-clock epoch ms
 (the clock of PerfLog ``time_ms``): ``sys_monitor.csv`` (host), ``cpu_cores.csv`` and

@@ -2,7 +2,7 @@
 
 ``run.json`` records the project's git commit, the command, the inventory, the controller's
 versions and the image; each node's ``sys_info.json`` (written on the host by
-``roles/sys_info/files/sys_info.py``) records its CPU, memory, kernel, accelerators and the
+``src/flagperf_host/sys_info.py``) records its CPU, memory, kernel, accelerators and the
 versions the case ran with.
 
 Masking (``flagperf_mask_hosts``): every string of a document has each benchmark host's

@@ -1,10 +1,10 @@
 """Waiting for a round's nodes: how each node ended, and what its peers tell.
 
-Each node of a round runs in the background under the launch role's ``node_job.py``: runtime
+Each node of a round runs in the background under the launch role's ``flagperf_host.node_job``: runtime
 ``none`` the case itself, runtime ``docker`` a ``community.docker.docker_container`` module run
 that starts the node's container and waits for it (its result is the wait's ``result``). The
 ``flagperf.benchmark.node_wait`` action waits for one node in a flat loop of wait slices (one
-ssh exchange each, ``node_job.py wait`` blocking on the host) and, between slices, reads what
+ssh exchange each, ``flagperf_host.node_job wait`` blocking on the host) and, between slices, reads what
 the round's other nodes published on the controller (``RoundBoard``): a node that failed, or a
 host that was lost, ends the wait of every other node of the round within about one slice (a
 distributed job cannot go on without one of its ranks); the round's end then stops them.
@@ -24,7 +24,7 @@ TIMEOUT_MSG = "Timeout exceeded"     # what async_wrapper leaves when it kills a
 
 def job_status(poll: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """A node's poll result as a job status: an ``async_status`` result as it is; for a
-    ``flagperf.benchmark.piped_script`` run of ``node_job.py`` or ``async_wait.py``, the JSON
+    ``flagperf.benchmark.piped_script`` run of ``flagperf_host.node_job`` or ``async_wait.py``, the JSON
     document it printed (its last JSON line), or, when it printed none (it could not run), a
     finished job with no exit code and the script's error as ``msg``; for a
     ``flagperf.benchmark.node_wait`` result, its ``node``."""
@@ -55,7 +55,7 @@ def node_finished(poll: Mapping[str, Any] | None) -> bool:
 def node_rc(poll: Mapping[str, Any]) -> int | None:
     """Exit code of a finished job: the case's (``command``: ``rc``) or the container's
     (``community.docker.docker_container``: ``status``, also as the ``result`` of the module run
-    that ``node_job.py`` supervised, whose own exit code is 0 whatever the container's); None
+    that ``flagperf_host.node_job`` supervised, whose own exit code is 0 whatever the container's); None
     when it never exited itself."""
     poll = job_status(poll)
     result = poll.get("result")
