@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="exit 1, naming each stale file, instead of writing")
     check = parser.parse_args(argv).check
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]  # src/flagperf_ansible/config/ -> the checkout
     stale = False
     for relative, text in ((DEFAULTS_FILE, defaults_yaml()),
                            (ARGUMENT_SPECS_FILE, argument_specs_yaml())):
