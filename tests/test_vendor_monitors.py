@@ -22,7 +22,7 @@ SAMPLE_KEYS = {"index", "util_percent", "mem_used_bytes", "mem_total_bytes", "po
 
 def load(vendor):
     """The plugin loaded the way the monitor loads it (by path)."""
-    from flagperf_host.sampling import load_plugin
+    from flagperf_host.vendor_plugin import load_plugin
 
     return load_plugin(str(ROOT / f"vendors/{vendor}/monitor.py"))
 

@@ -29,8 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-RESULT = "job_result.json"     # node_job.py's: the supervised module run's result
-STATUS = "launch.json"         # node_job.py's: written once that module run has ended
+# The supervised module run's result, and its end's record once that run has ended.
+from flagperf_host.node_job import RESULT, STATUS
+
 LOG = "container.log"
 RESULT_WAIT = 5                # seconds for a module run that just removed its container to end
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Check that a folder holds a data set in the on-disk layout a case reads (standard library only).
 
 Runs on the controller (``flagperf_ansible.datasets.check``, ``flagperf-ansible data check``)

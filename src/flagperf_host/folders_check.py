@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Check, on a benchmark host, the folders a run writes and the data folders its cases read
 (standard library only, Python 3.6 or later).
 

@@ -6,7 +6,6 @@ docstring.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
 import time
 from pathlib import Path
@@ -22,23 +21,6 @@ FIELDS = ("timestamp_ms", "cpu_percent", "load1", "mem_used_bytes", "mem_total_b
           "host_power_w", "other_cpu_cores")
 DEVICE_FIELDS = ("timestamp_ms", "index", "util_percent", "mem_used_bytes", "mem_total_bytes",
                  "power_w", "temp_c", "clock_mhz", "other_processes")
-
-
-def load_plugin(path: str):
-    """The vendor plugin module at ``path`` (a file with ``device_info`` and ``sample``).
-
-    Raises:
-        RuntimeError: the file is missing or lacks the interface; whatever importing it raises.
-    """
-    spec = importlib.util.spec_from_file_location("flagperf_vendor_monitor", path)
-    if spec is None or spec.loader is None or not Path(path).is_file():
-        raise RuntimeError(f"no vendor plugin at {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for name in ("device_info", "sample"):
-        if not callable(getattr(module, name, None)):
-            raise RuntimeError(f"{path} has no {name}()")
-    return module
 
 
 def _fmt(value: Any) -> Any:

@@ -16,7 +16,6 @@ addresses are left out.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -24,6 +23,8 @@ import socket
 import sys
 from importlib import metadata
 from pathlib import Path
+
+from flagperf_host.vendor_plugin import load_plugin
 
 PROG = "sys_info"
 
@@ -81,10 +82,7 @@ def accelerators(vendor_dir: str) -> dict:
     if plugin is None or not plugin.is_file():
         return {"available": False, "reason": f"no vendor monitor plugin ({plugin})"}
     try:
-        spec = importlib.util.spec_from_file_location("flagperf_vendor_monitor", plugin)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        info = dict(module.device_info())
+        info = dict(load_plugin(str(plugin)).device_info())
     except Exception as err:  # noqa: BLE001 - any plugin failure is recorded, never fatal
         return {"available": False, "reason": f"{plugin.name}: {type(err).__name__}: {err}"}
     info.setdefault("devices", [])

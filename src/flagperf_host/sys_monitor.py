@@ -46,7 +46,8 @@ from typing import Any
 
 from flagperf_host.power import host_power_reader
 from flagperf_host.process import alive, detach, now_ms, read_pid_file, wait_until, write_json, write_pid_file
-from flagperf_host.sampling import CORES_FILE, CSV_FILE, DEVICE_FILE, Sampler, load_plugin
+from flagperf_host.sampling import CORES_FILE, CSV_FILE, DEVICE_FILE, Sampler
+from flagperf_host.vendor_plugin import load_plugin
 
 PROG = "sys_monitor"
 
