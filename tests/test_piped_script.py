@@ -355,9 +355,16 @@ ARCHIVE_PLAYBOOK = textwrap.dedent("""\
           register: alone
           ignore_errors: true
 
+        - name: A module outside the host package is refused before anything runs
+          flagperf.benchmark.piped_script:
+            module: os.path
+            executable: /usr/bin/python3
+          register: outside
+          ignore_errors: true
+
         - name: Keep the results
           ansible.builtin.copy:
-            content: "{{{{ {{'stepped': stepped, 'alone': alone}} | to_json }}}}"
+            content: "{{{{ {{'stepped': stepped, 'alone': alone, 'outside': outside}} | to_json }}}}"
             dest: "{out}"
             mode: "0644"
 """)
@@ -381,3 +388,6 @@ def test_entry_modules_run_from_the_archive_the_task_sends(tmp_path, project, ve
     alone = results["alone"]
     assert alone["failed"] and alone["rc"] == 2 and "invalid choice: 'no-such-action'" in alone["stderr"]
     assert alone["msg"] == "flagperf_host.node_job exited 2"
+    outside = results["outside"]
+    assert outside["failed"] and "rc" not in outside
+    assert outside["msg"] == "module must be a module of flagperf_host, got 'os.path'"

@@ -69,10 +69,9 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from flagperf_ansible.run.host_steps import Step, exchange
+from flagperf_ansible.run.host_steps import HOST_PACKAGE, Step, exchange, is_entry_module
 
 STEP_KEYS = frozenset(("module", "script", "argv", "environment", "input_module"))
-MODULE_NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+")
 
 # The runner's line for a failed step (a step's own stderr may have lines much like it).
 _FAILED_STEP = re.compile(r"step \d+ \(.+\) exited \d+")
@@ -143,8 +142,8 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"{where.rstrip('.')} must be a mapping of module or script, argv, "
                                     "environment, input_module")
         module = to_text(step.get("module") or "")
-        if module and not MODULE_NAME.fullmatch(module):
-            raise AnsibleActionFail(f"{where}module must be a dotted module name, got {module!r}")
+        if module and not is_entry_module(module):
+            raise AnsibleActionFail(f"{where}module must be a module of {HOST_PACKAGE}, got {module!r}")
         argv = step.get("argv") or []
         if not isinstance(argv, list):
             raise AnsibleActionFail(f"{where}argv must be a list, got {type(argv).__name__}")

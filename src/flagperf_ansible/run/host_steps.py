@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from flagperf_ansible.run import host_archive
 
 #: The host package's name: a step's ``module`` is one of its entry modules.
-HOST_PACKAGE = "flagperf_host"
+HOST_PACKAGE = host_archive.PACKAGE_DIR.name
 
 # Runs the steps on the host (Python 3.8 or later), in this one interpreter: each script in a
 # fresh __main__ module, each module as runpy runs it for ``python -m``, with its own argv and
@@ -99,6 +99,12 @@ sys.exit(status)
 """
 
 
+def is_entry_module(name: str) -> bool:
+    """Whether ``name`` is a module name inside the host package (``flagperf_host.node_job``)."""
+    package, dot, rest = name.partition(".")
+    return package == HOST_PACKAGE and bool(dot) and all(part.isidentifier() for part in rest.split("."))
+
+
 @dataclass
 class Step:
     """One step: ``module`` (an entry module of the host package) or ``script`` (a name) with
@@ -131,7 +137,7 @@ def exchange(executable: str, steps: list[Step], keep_going: bool = False) -> tu
         OSError: the host package's archive cannot be built.
     """
     for step in steps:
-        if step.module and step.module.partition(".")[0] != HOST_PACKAGE:
+        if step.module and not is_entry_module(step.module):
             raise ValueError(f"module {step.module!r} is not one of {HOST_PACKAGE}'s")
     archive = host_archive.archive()[0] if any(step.module for step in steps) else b""
     header = {"keep_going": keep_going, "archive_size": len(archive),
