@@ -72,12 +72,19 @@ def test_a_round_of_400_wait_slices_passes_through_site_yml(tmp_path):
     per_slice = 3.0 / short["nodes"][0]["wait_slices"]
     duration = max(20.0, 1.3 * SLICES * per_slice)
 
-    done = local.run({"duration": duration, "steps": 50}, 0.01)
-    assert done.returncode == 0, done.stdout[-3000:]
-    document = local.round()
-    assert document["status"] == "passed", document["reason"]
-    assert document["nodes"][0]["wait_slices"] >= SLICES, (per_slice, document["nodes"][0])
-    assert document["wall_time"] >= duration
+    # A slice's cost varies with the machine's load: where the round took fewer slices than
+    # planned, it runs once more, as much longer as its own slices were slower.
+    for _ in range(2):
+        done = local.run({"duration": duration, "steps": 50}, 0.01)
+        assert done.returncode == 0, done.stdout[-3000:]
+        document = local.round()
+        assert document["status"] == "passed", document["reason"]
+        assert document["wall_time"] >= duration
+        slices = document["nodes"][0]["wait_slices"]
+        if slices >= SLICES:
+            break
+        duration *= 1.2 * SLICES / slices
+    assert slices >= SLICES, (per_slice, document["nodes"][0])
 
 
 def test_an_ansible_error_mid_round_fails_the_round_with_that_error(tmp_path):
