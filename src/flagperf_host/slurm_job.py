@@ -75,7 +75,8 @@ SLURM_POLL = 2.0             # seconds between questions to slurmctld while a jo
 FILE_POLL = 0.2              # seconds between looks at the job's own records
 #: States in which the job's steps still run (or will): anything else has ended.
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
-          "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+          "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "SPECIAL_EXIT",
+          "UNREACHABLE"}
 #: A node in these states (sinfo's long names, any flag) is gone for its jobs.
 NODE_GONE = re.compile(r"DOWN|NOT_RESPONDING|FAIL|NO_RESPOND|\*")
 _FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z/:_]*)=")
@@ -137,29 +138,39 @@ class Job:
         self.spec = read(self.state_dir / SPEC)
         self.submitted = read(self.state_dir / SUBMITTED)
         self.slurm: dict[str, str] = {}
+        self.forgotten = False
 
     @property
     def id(self) -> str:
         return str(self.submitted.get("job_id") or "")
 
     def ask(self) -> dict[str, str]:
-        """What slurmctld holds of the job (``scontrol show job``), {} once it has forgotten it."""
+        """What slurmctld holds of the job (``scontrol show job``): {} once it has forgotten it
+        (``forgotten``); what it said last while it does not answer."""
         if self.id:
             done = slurm("scontrol", "show", "job", "-o", self.id)
             if done.returncode == 0 and done.stdout.strip():
-                self.slurm = parse_show(done.stdout.strip().splitlines()[0])
+                self.slurm, self.forgotten = parse_show(done.stdout.strip().splitlines()[0]), False
             elif "Invalid job id" in done.stderr:
-                self.slurm = {}
+                self.slurm, self.forgotten = {}, True
         return self.slurm
 
+    def state(self) -> str:
+        """Slurm's JobState while it holds the job; once it forgot it, the job's own word
+        (``COMPLETED`` or ``FAILED`` by the batch step's status, ``UNKNOWN`` without one);
+        ``NOT_SUBMITTED``; ``UNREACHABLE`` (an active state) while slurmctld has not answered."""
+        if self.slurm.get("JobState"):
+            return self.slurm["JobState"]
+        end = read(self.state_dir / BATCH_END)
+        if end:
+            return "COMPLETED" if end.get("rc") == 0 else "FAILED"
+        if not self.id:
+            return "NOT_SUBMITTED"
+        return "UNKNOWN" if self.forgotten else "UNREACHABLE"
+
     def active(self) -> bool:
-        """Whether the job's steps run or will (queued): by Slurm's word while it holds the job,
-        else by the job's own records (submitted, no batch end)."""
-        state = self.slurm.get("JobState")
-        if state:
-            return state in ACTIVE
-        return bool(self.id) and not (self.state_dir / BATCH_END).exists() \
-            and bool(slurm("squeue", "-h", "-j", self.id, "-o", "%i").stdout.strip())
+        """Whether the job's steps run or will (queued, or Slurm has not said)."""
+        return self.state() in ACTIVE
 
     def held(self) -> list[str]:
         """The ids of this round's jobs slurmctld still holds, by name, of this user
@@ -171,11 +182,8 @@ class Job:
         return listed.stdout.split()
 
     def report(self) -> dict:
-        state = self.slurm.get("JobState")
+        state = self.state()
         batch, end = read(self.state_dir / BATCH_START), read(self.state_dir / BATCH_END)
-        if not state:
-            state = ("COMPLETED" if end.get("rc") == 0 else "FAILED") if end else (
-                "UNKNOWN" if self.id else "NOT_SUBMITTED")
         submitted = self.submitted.get("submitted_ms")
         started = batch.get("started_ms")
         ended = end.get("ended_ms")
@@ -204,7 +212,7 @@ class Job:
         it), one that never wrote any is listed by its name when Slurm said which it was."""
         count = len(self.spec.get("nodes") or [])
         names = []
-        if self.slurm.get("NodeList"):
+        if finished and self.slurm.get("NodeList"):
             names = slurm("scontrol", "show", "hostnames", self.slurm["NodeList"]).stdout.split()
         gone = self.gone_nodes() if finished and started else set()
         records = []

@@ -128,14 +128,23 @@ def clear_caches() -> str:
 
 def run_node(job_dir: Path, noderank: int, nodelist: str, job_id: str) -> int:
     state = job_dir / STATE_DIR
-    spec = json.loads((state / SPEC).read_text(encoding="utf-8"))
+    try:
+        spec = json.loads((state / SPEC).read_text(encoding="utf-8"))
+        names, addresses = job_nodes(nodelist)
+        tokens = {JOB_TOKEN: job_id}
+        for index, name in enumerate(names):
+            tokens[HOST_TOKEN.format(index)] = name
+            tokens[ADDR_TOKEN.format(index)] = addresses[name]
+        node = substitute(spec["nodes"][noderank], tokens)
+    except (OSError, ValueError, KeyError, IndexError, subprocess.SubprocessError) as err:
+        # Nothing started: the node says why, and fails (srun ends the others).
+        write_json(node_record(state, noderank), {
+            "noderank": noderank, "host": os.environ.get("SLURMD_NODENAME", ""), "stopped": False,
+            "node": {"finished": 1, "rc": None, "msg": "the node's steps did not start"},
+            "errors": [f"{PROG}: {type(err).__name__}: {err}"], "ended_ms": now_ms()})
+        print(f"{PROG}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+        return 1
     archive = state / ARCHIVE
-    names, addresses = job_nodes(nodelist)
-    tokens = {JOB_TOKEN: job_id}
-    for index, name in enumerate(names):
-        tokens[HOST_TOKEN.format(index)] = name
-        tokens[ADDR_TOKEN.format(index)] = addresses[name]
-    node = substitute(spec["nodes"][noderank], tokens)
     host = names[noderank]
     record = {"noderank": noderank, "host": host, "address": addresses[host],
               "dir": node["dir"], "started_ms": now_ms()}
