@@ -12,7 +12,6 @@ except ImportError:  # running from a checkout without `pip install`: src/ besid
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from ansible.errors import AnsibleFilterError
-from flagperf_host.slurm_node import JOB_TOKEN
 
 # Only light modules here: every forked worker that renders a template with a filter imports
 # this file again, once per task and host. The case-spec and plan filters (pydantic models,
@@ -169,7 +168,7 @@ def flagperf_container_argv(round_, runtime, noderank, image, name, master_port,
         argv = launch_argv(round_, noderank, str(round_["python"]), containers.ROOT,
                            containers.OUTPUT, containers.DATA, int(master_port))
         return containers.container_argv(
-            str(runtime), str(image), str(name), JOB_TOKEN, str(round_["node_names"][noderank]),
+            str(runtime), str(image), str(name), slurm.JOB_TOKEN, str(round_["node_names"][noderank]),
             str(root), str(output_dir), str(round_.get("data_dir") or ""), sorted(_plain(env or {})),
             _plain(options or {}), str(user or ""), argv)
     except (ValueError, KeyError, IndexError) as err:

@@ -17,7 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from flagperf_host.slurm_node import ADDR_TOKEN, HOST_TOKEN
+# The tokens the nodes replace with their job's own (node i's name and address, the job's id).
+from flagperf_host.slurm_node import ADDR_TOKEN, HOST_TOKEN, JOB_TOKEN  # noqa: F401
 
 #: Slurm's time forms: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
 #: days-hours:minutes, days-hours:minutes:seconds (sbatch(1) --time), or no limit.
