@@ -692,7 +692,7 @@ def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str],
     events = []
     logs = sorted(node_dir.glob("rank*.out.log"))
     if logs:
-        for event in parse_rank_log(logs[0]).events:
+        for event in parse_rank_log(logs[0], keep=(*window, EVALUATE_MARK[0])).events:
             time_ms = (event.get("metadata") or {}).get("time_ms")
             if isinstance(time_ms, (int, float)):
                 events.append((event.get("event"), (time_ms - start) / 1000.0))
