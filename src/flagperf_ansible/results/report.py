@@ -103,25 +103,28 @@ def case_facts(case: dict[str, Any]) -> str:
     return f"Case facts: {', '.join(facts)}." if facts else ""
 
 
+def figure_unit(case: dict[str, Any], name: str) -> str:
+    """The unit of a case's FINISHED figure ``name``: as the case declares it (its figures;
+    ``target_<metric>`` in its metric's unit), else its throughput's count unit, else the
+    standard FINISHED unit (``e2e_time`` s); ``""`` when none is known."""
+    figures = figures_of(case)
+    # FINISHED's target_<metric> is in the unit of its final_<metric> (DESIGN.md, PerfLog).
+    paired = f"final_{name[len('target_'):]}" if name.startswith("target_") else name
+    declared = (figures.get(name) or figures.get(paired) or {}).get("unit")
+    if declared is not None:
+        return str(declared)
+    throughput = (case.get("contract") or {}).get("throughput") or {}
+    if name == throughput.get("count"):
+        return str(throughput.get("unit") or "")
+    return FINISHED_UNITS.get(name, "").format(unit=throughput.get("unit") or "samples")
+
+
 def stats_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Every numeric figure's statistics over the passed rounds: a row per figure, with its
     unit where the case declares one; case facts (``is_case_fact``) left out, and ``n/a``
     where a statistic needs more rounds."""
-    figures = figures_of(case)
-
-    def unit(name: str) -> str:
-        # FINISHED's target_<metric> is in the unit of its final_<metric> (DESIGN.md, PerfLog).
-        paired = f"final_{name[len('target_'):]}" if name.startswith("target_") else name
-        declared = (figures.get(name) or figures.get(paired) or {}).get("unit")
-        if declared is not None:
-            return str(declared)
-        throughput = (case.get("contract") or {}).get("throughput") or {}
-        if name == throughput.get("count"):
-            return str(throughput.get("unit") or "")
-        return FINISHED_UNITS.get(name, "").format(unit=throughput.get("unit") or "samples")
-
     header = ["figure", "unit", *STAT_COLUMNS]
-    rows = [[name, unit(name), *(_stat(values, c) for c in STAT_COLUMNS)]
+    rows = [[name, figure_unit(case, name), *(_stat(values, c) for c in STAT_COLUMNS)]
             for name, values in (case.get("stats") or {}).items() if not is_case_fact(name)]
     return header, rows
 
