@@ -303,11 +303,12 @@ def _trend_html(entry: Mapping[str, Any], linked: Mapping[str, str]) -> str:
 
 def _row_html(row: Mapping[str, Any], linked: Mapping[str, str]) -> str:
     if row["kind"] == "published":
-        cells = ["published", row["vendor"], row["chip"], row["configuration"], row["framework"],
-                 row["software"], row["figure_text"], row["metric_text"], "", "",
-                 f"{row['label']} ({row['source']})", "", ""]
-        return ('<tr class="published"><td>' + "</td><td>".join(html.escape(c) for c in cells)
-                + "</td></tr>")
+        cells = [html.escape(c) for c in (
+            "published", row["vendor"], row["chip"], row["configuration"], row["framework"],
+            row["software"], row["figure_text"], row["metric_text"], "", "")]
+        cells.append(f'<span title="{html.escape(row["source"])}">{html.escape(row["label"])}'
+                     "</span>")
+        return '<tr class="published"><td>' + "</td><td>".join(cells + ["", ""]) + "</td></tr>"
     result = row["result"]
     rank = {"ranked": "", "profile": f"profile {result['profile']}, not ranked",
             "unranked": "no passed round"}[row["kind"]]
@@ -359,12 +360,15 @@ SCRIPT = """(function () {
     });
     document.querySelectorAll(".board").forEach(function (board) {
       board.hidden = board.querySelectorAll("tr.result:not([hidden])").length === 0;
-      var next = {};
+      var next = {}, ranked = board.querySelectorAll("tr.ranked:not([hidden])"), groups = {};
+      ranked.forEach(function (row) { groups[row.getAttribute("data-group")] = true; });
+      var several = Object.keys(groups).length > 1;
       board.querySelectorAll("tr.ranked").forEach(function (row) {
         var cell = row.querySelector("td.rank"), group = row.getAttribute("data-group");
         if (row.hidden) { cell.textContent = ""; return; }
         next[group] = (next[group] || 0) + 1;
-        cell.textContent = String(next[group]);
+        // Rows are ranked only against rows of the same main figure: say which, if several.
+        cell.textContent = String(next[group]) + (several ? " by " + group : "");
       });
     });
     document.querySelectorAll("section.suite").forEach(function (section) {

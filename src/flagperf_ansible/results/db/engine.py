@@ -32,6 +32,9 @@ from flagperf_ansible.config.errors import ConfigError
 URL_ENV = "FLAGPERF_RESULTS_DB"
 DEFAULT_FILE = "results.db"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+#: The newest revision in ``migrations/versions/`` (a test checks it is Alembic's head): a
+#: database already there is used without loading Alembic.
+HEAD = "0001"
 #: The PostgreSQL advisory lock every writer takes (any constant: "flagperf" in ASCII).
 LOCK_KEY = 0x666C6167706572
 #: How long a SQLite writer waits for another one's lock, in seconds.
@@ -132,6 +135,17 @@ def alembic_config(url: str):
     return config
 
 
+def current_revision(engine: Engine) -> str | None:
+    """The database's schema revision (Alembic's ``alembic_version``), None before the first
+    migration."""
+    from sqlalchemy import inspect
+
+    with engine.connect() as connection:
+        if not inspect(connection).has_table("alembic_version"):
+            return None
+        return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
 def migrate(engine: Engine) -> str:
     """Bring the database to the newest schema (Alembic ``upgrade head``) under the write lock;
     returns the revision. A database already there is only read.
@@ -140,19 +154,19 @@ def migrate(engine: Engine) -> str:
         ConfigError: the database is at a revision this version does not know (written by a
             newer flagperf-ansible), or is not reachable.
     """
-    from alembic import command
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
     from sqlalchemy.exc import OperationalError
 
     url = engine.url.render_as_string(hide_password=False)
-    config = alembic_config(url)
-    scripts = ScriptDirectory.from_config(config)
-    head = scripts.get_current_head()
     try:
-        with engine.connect() as connection:
-            if MigrationContext.configure(connection).get_current_revision() == head:
-                return head
+        if current_revision(engine) == HEAD:
+            return HEAD
+        from alembic import command
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
+        config = alembic_config(url)
+        scripts = ScriptDirectory.from_config(config)
+        head = scripts.get_current_head()
         with writing(engine) as connection:
             current = MigrationContext.configure(connection).get_current_revision()
             known = {revision.revision for revision in scripts.walk_revisions()}

@@ -37,8 +37,8 @@ from flagperf_ansible.config.errors import ConfigError
 from flagperf_ansible.results import mlperf_import
 from flagperf_ansible.results.compare import case_direction
 from flagperf_ansible.results.flagperf_import import import_flagperf, is_flagperf_layout
-from flagperf_ansible.results.layout import ATTEMPTS, ROUND_FILE, ROUND_START, RUN_FILE, \
-    SUMMARY_HTML, read_json
+from flagperf_ansible.results.layout import ATTEMPTS, ROUND_FILE, ROUND_RECORD, ROUND_START, \
+    RUN_FILE, SUMMARY_HTML, read_json
 from flagperf_ansible.results.overview import case_row
 from flagperf_ansible.results.provenance import Masker, host_label
 from flagperf_ansible.results.report import figure_unit
@@ -80,12 +80,18 @@ def read_run(path: Path) -> dict[str, Any]:
 
 # Our runs ---------------------------------------------------------------------------------
 def _round_validator():
+    """A check of round.json's top level against ``schemas/round.schema.json``: its required
+    keys, and each key's type and allowed values (what ingest reads); what lies deeper is
+    summarize's to check (checking all of it took most of an ingest's time)."""
     import jsonschema
 
     from flagperf_ansible.paths import project_dir
 
     schema = read_json(project_dir() / "schemas" / "round.schema.json")
-    return jsonschema.validators.validator_for(schema)(schema)
+    shallow = {"type": "object", "required": schema["required"],
+               "properties": {key: {k: v for k, v in rule.items() if k in ("type", "enum")}
+                              for key, rule in schema["properties"].items()}}
+    return jsonschema.validators.validator_for(schema)(shallow)
 
 
 def _checked_json(path: Path, validator=None) -> Any:
@@ -110,11 +116,13 @@ def our_rounds(run_dir: Path) -> list[dict[str, Any]]:
     Raises:
         ConfigError: see the module docstring.
     """
-    for start in sorted(run_dir.glob(f"*/round*/{ROUND_START}")):
-        if not (start.parent / ROUND_FILE).is_file():
+    begun = {p.parent for name in (ROUND_START, ROUND_RECORD)
+             for p in run_dir.glob(f"*/round*/{name}")}
+    for round_dir in sorted(begun):
+        if not (round_dir / ROUND_FILE).is_file():
             raise ConfigError("this round began and has no round.json: it is in flight, or was "
                               "cut off (`flagperf-ansible summarize RUN_DIR` marks it "
-                              "interrupted)", str(start.parent / ROUND_FILE))
+                              "interrupted)", str(round_dir / ROUND_FILE))
     validator = _round_validator()
     return [_checked_json(p, validator) for p in sorted(run_dir.glob(f"*/round*/{ROUND_FILE}"))
             if ATTEMPTS not in p.relative_to(run_dir).parts]
