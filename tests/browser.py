@@ -144,6 +144,9 @@ class DevTools:
         """Load ``url`` and wait until its load event has fired (its scripts have run)."""
         self.events.clear()
         self.call("Page.navigate", url=url)
+        self._loaded()
+
+    def _loaded(self) -> None:
         while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
             self.events.append(self._read())
 
@@ -153,16 +156,20 @@ class DevTools:
         assert "exceptionDetails" not in result, result["exceptionDetails"]
         return result["result"].get("value")
 
-    def click(self, selector: str) -> None:
+    def click(self, selector: str, navigates: bool = False) -> None:
         """A real mouse click (press and release) at the centre of the first element that
-        matches ``selector``, scrolled into view first."""
+        matches ``selector``, scrolled into view first; with ``navigates``, then wait until
+        the page it opens has loaded."""
         box = self.evaluate(
             f"(function () {{ var e = document.querySelector({json.dumps(selector)});"
             " e.scrollIntoView({block: 'center'}); var r = e.getBoundingClientRect();"
             " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+        self.events.clear()
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1],
                       button="left", clickCount=1)
+        if navigates:
+            self._loaded()
 
     def screenshot(self, target: Path, full_page: bool = False) -> Path:
         """The window (or the whole page) as a PNG at ``target``."""

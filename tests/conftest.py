@@ -127,3 +127,12 @@ def artifacts() -> Path:
     folder = Path(os.environ.get("FLAGPERF_TEST_ARTIFACTS") or ROOT / "test-artifacts")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@pytest.fixture(scope="session")
+def results_sources(tmp_path_factory) -> dict[str, Path]:
+    """The runs of every source the results database ingests (tests/results_sources.py),
+    written once per session; read-only for the tests."""
+    from results_sources import write_sources
+
+    return write_sources(tmp_path_factory.mktemp("results-sources"))

@@ -25,14 +25,13 @@ from flagperf_ansible.results.db.query import load
 from flagperf_ansible.results.db.records import read_run
 from flagperf_ansible.results.leaderboard import leaderboard
 from flagperf_ansible.results.mlperf_import import describe_log
-from results_sources import write_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory) -> dict[str, Path]:
-    return write_sources(tmp_path_factory.mktemp("sources"))
+@pytest.fixture
+def sources(results_sources) -> dict[str, Path]:
+    return results_sources
 
 
 def ingest(url: str, *paths: Path) -> int:

@@ -44,6 +44,8 @@ FACETS = ("vendor", "chip", "suite", "software")
 UNKNOWN = "unknown"
 #: The energy figure (``db.records.ENERGY``).
 ENERGY = "energy_per_unit"
+#: Runs not of this project are named by where they come from.
+SOURCE_NAMES = {"flagperf": "FlagPerf results folder", "mlperf": "MLPerf log"}
 HEADER = ("rank", "vendor", "chip", "nodes x procs", "framework", "software", "main figure",
           "metric (target)", "MFU", "energy", "vs FlagPerf's published", "runs", "best run")
 
@@ -216,8 +218,10 @@ def trends(results: Iterable[Mapping[str, Any]], tolerance_pct: float = 5.0,
 def _run_link(result: Mapping[str, Any], linked: Mapping[str, str]) -> str:
     """The cell naming the run (its date), linked to its copied summary.html if it has one."""
     created = result.get("created")
-    when = created.strftime("%Y-%m-%d %H:%M") if isinstance(created, datetime) else ""
-    text = html.escape(f"{result['run_id']}" + (f" ({when})" if when else ""))
+    when = [created.strftime("%Y-%m-%d %H:%M")] if isinstance(created, datetime) else []
+    source = [SOURCE_NAMES[result["source"]]] if result["source"] in SOURCE_NAMES else []
+    shown = ", ".join(source + when)
+    text = html.escape(f"{result['run_id']}" + (f" ({shown})" if shown else ""))
     target = linked.get(result["uid"])
     return f'<a href="{html.escape(target)}">{text}</a>' if target else text
 
