@@ -42,11 +42,13 @@ SQLITE_WAIT_S = 120
 
 
 def default_database() -> Path:
-    """``<checkout>/results/results.db``: the results folder's (``flagperf_results_dir``'s
-    default)."""
+    """``<checkout>/results/results.db``: in the results folder that ``flagperf_results_dir``
+    names by default (relative to the checkout)."""
+    from flagperf_ansible.config.settings import Settings
     from flagperf_ansible.paths import project_dir
 
-    return project_dir() / "results" / DEFAULT_FILE
+    folder = Path(Settings.model_fields["flagperf_results_dir"].default)
+    return (folder if folder.is_absolute() else project_dir() / folder) / DEFAULT_FILE
 
 
 def database_url(value: str | None = None) -> str:

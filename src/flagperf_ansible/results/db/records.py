@@ -79,34 +79,58 @@ def read_run(path: Path) -> dict[str, Any]:
 
 
 # Our runs ---------------------------------------------------------------------------------
-def _round_validator():
-    """A check of round.json's top level against ``schemas/round.schema.json``: its required
-    keys, and each key's type and allowed values (what ingest reads); what lies deeper is
-    summarize's to check (checking all of it took most of an ingest's time)."""
-    import jsonschema
+#: JSON Schema's types as Python's (a bool is not an integer or a number).
+_JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
+               "integer": int, "number": (int, float)}
 
+
+def _round_rules() -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """round.json's required keys, and each key's ``type`` and ``enum``, from
+    ``schemas/round.schema.json``: what ingest reads; what lies deeper is summarize's to check
+    (checking all of it with jsonschema took most of an ingest's time)."""
     from flagperf_ansible.paths import project_dir
 
     schema = read_json(project_dir() / "schemas" / "round.schema.json")
-    shallow = {"type": "object", "required": schema["required"],
-               "properties": {key: {k: v for k, v in rule.items() if k in ("type", "enum")}
-                              for key, rule in schema["properties"].items()}}
-    return jsonschema.validators.validator_for(schema)(shallow)
+    return schema["required"], {key: {k: v for k, v in rule.items() if k in ("type", "enum")}
+                                for key, rule in schema["properties"].items()}
 
 
-def _checked_json(path: Path, validator=None) -> Any:
-    """The JSON document at ``path``, refused in one line when it does not parse or (with a
-    jsonschema ``validator``) does not match its schema."""
+def _top_level_problem(document: Any, rules: tuple[list[str], dict[str, dict[str, Any]]]
+                       ) -> tuple[str, str] | None:
+    """``(key, what is wrong)`` with a round document's top level, or None."""
+    required, properties = rules
+    if not isinstance(document, dict):
+        return "(document)", "is not an object"
+    for key in required:
+        if key not in document:
+            return key, "required key is missing"
+    for key, rule in properties.items():
+        if key not in document:
+            continue
+        value = document[key]
+        if "enum" in rule and value not in rule["enum"]:
+            return key, f"{value!r} is not one of {rule['enum']}"
+        types = rule.get("type")
+        if types is not None:
+            allowed = [types] if isinstance(types, str) else types
+            if not any(isinstance(value, _JSON_TYPES[t]) and not (
+                    isinstance(value, bool) and t in ("integer", "number")) for t in allowed):
+                return key, f"{value!r} is not of type {' or '.join(allowed)}"
+    return None
+
+
+def _checked_json(path: Path, rules=None) -> Any:
+    """The JSON document at ``path``, refused in one line when it does not parse or (with
+    ``rules``, ``_round_rules()``) its top level does not match round.json's schema."""
     try:
         document = read_json(path)
     except (OSError, ValueError) as err:
         raise ConfigError(f"not readable JSON ({err}): broken or half written", str(path)) from None
-    if validator is not None:
-        error = next(iter(validator.iter_errors(document)), None)
-        if error is not None:
-            key = ".".join(str(p) for p in error.absolute_path) or "(document)"
-            raise ConfigError(f"does not match schemas/round.schema.json: {error.message}"[:300],
-                              str(path), key)
+    if rules is not None:
+        problem = _top_level_problem(document, rules)
+        if problem is not None:
+            raise ConfigError(f"does not match schemas/round.schema.json: {problem[1]}"[:300],
+                              str(path), problem[0])
     return document
 
 
@@ -123,8 +147,8 @@ def our_rounds(run_dir: Path) -> list[dict[str, Any]]:
             raise ConfigError("this round began and has no round.json: it is in flight, or was "
                               "cut off (`flagperf-ansible summarize RUN_DIR` marks it "
                               "interrupted)", str(round_dir / ROUND_FILE))
-    validator = _round_validator()
-    return [_checked_json(p, validator) for p in sorted(run_dir.glob(f"*/round*/{ROUND_FILE}"))
+    rules = _round_rules()
+    return [_checked_json(p, rules) for p in sorted(run_dir.glob(f"*/round*/{ROUND_FILE}"))
             if ATTEMPTS not in p.relative_to(run_dir).parts]
 
 
