@@ -289,8 +289,7 @@ def _trend_html(entry: Mapping[str, Any], linked: Mapping[str, str]) -> str:
             f'{"s" if regressions > 1 else ""}</span>' if regressions else "")
     image = trend_plot(entry)
     picture = (f'<img alt="trend {html.escape(entry["label"])}" '
-               f'src="data:image/png;base64,{image}">' if image else
-               "<p>One run so far: the trend starts at the second.</p>")
+               f'src="data:image/png;base64,{image}">' if image else "")
     rows = "".join(
         f'<tr class="{"regression" if p["verdict"] and p["verdict"]["verdict"] == "regression" else ""}">'
         f"<td>{_run_link(p['result'], linked)}</td><td>{html.escape(p['software'])}</td>"
@@ -425,7 +424,9 @@ def site_html(data: Mapping[str, Any], linked: Mapping[str, str]) -> str:
                      f"<h2>{html.escape(suite)}</h2>")
         for board in members:
             rows = "".join(_row_html(r, linked) for r in board["rows"] + board["published_rows"])
-            trends_html = "".join(_trend_html(s, linked) for s in board["series"])
+            # A trend starts at a configuration's second run (its first is the row itself).
+            trends_html = "".join(_trend_html(s, linked) for s in board["series"]
+                                  if len(s["points"]) > 1)
             parts.append(f'<div class="board" id="{_anchor(suite, board["model"])}">'
                          f"<h4>{html.escape(board['model'])} ({html.escape(suite)})</h4>"
                          f"<div class='wide'><table><tr>{head}</tr>{rows}</table></div>"
