@@ -243,10 +243,14 @@ def cmd_results(args: argparse.Namespace) -> int:
                   f"{cases} case(s), {rounds} round(s))")
         print(f"database: {shown(url)}")
         return EXIT_OK
-    from flagperf_ansible.results.db.engine import migrate
+    from flagperf_ansible.results.db.engine import migrate, sqlite_file
     from flagperf_ansible.results.db.query import load
     from flagperf_ansible.results.leaderboard import write_site
 
+    missing = sqlite_file(url)
+    if missing is not None and not missing.is_file():
+        raise ConfigError("no such database: `flagperf-ansible results ingest RUN_DIR` makes it",
+                          str(missing))
     migrate(engine)
     data = load(engine)
     if args.results_command == "site":
@@ -254,6 +258,10 @@ def cmd_results(args: argparse.Namespace) -> int:
         print(f"{index}: {len(data['results'])} case result(s) from {shown(url)}")
         return EXIT_OK
     return _serve(args, data)
+
+
+def _interrupt(*_signal) -> None:
+    raise KeyboardInterrupt
 
 
 def _serve(args: argparse.Namespace, data: dict) -> int:
@@ -276,7 +284,7 @@ def _serve(args: argparse.Namespace, data: dict) -> int:
         except OSError as err:
             raise ConfigError(f"cannot listen on {args.bind}:{args.port}: {err.strerror}",
                               "command line", "--port") from None
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        signal.signal(signal.SIGTERM, _interrupt)          # stops as Ctrl-C does
         host, port = server.server_address[:2]
         print(f"serving {out} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
         try:

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping
 
 from flagperf_ansible.results.compare import judge
 from flagperf_ansible.results.overview import SUITE_ORDER
-from flagperf_ansible.results.report import _fmt, _png, row_cells
+from flagperf_ansible.results.report import fmt, png_base64, row_cells
 from flagperf_ansible.results.stats import describe
 
 FACETS = ("vendor", "chip", "suite", "software")
@@ -102,14 +102,14 @@ def result_row(result: Mapping[str, Any], runs: int, published: list[Mapping[str
                        "rounds_passed": result["rounds_passed"],
                        "rounds_planned": result["rounds_planned"]})
     if main and main["n"] > 1:
-        cells["figure"] += f" ± {_fmt(main['std'])} (n {main['n']})"
+        cells["figure"] += f" ± {fmt(main['std'])} (n {main['n']})"
     mfu, energy = _mean(result, "mfu"), _mean(result, ENERGY)
     kind = "profile" if result["profile"] else ("ranked" if main else "unranked")
     reference = _reference(result, published)
     ratio, text = None, ""
     if reference is not None:
         value = reference["figures"][result["figure"]]["value"]
-        shown = f"{reference['label']}: {_fmt(value)} {result['unit']}".rstrip()
+        shown = f"{reference['label']}: {fmt(value)} {result['unit']}".rstrip()
         if kind == "profile":
             text = f"{shown} (context: a profile is not compared)"
         elif main and value > 0:
@@ -117,14 +117,14 @@ def result_row(result: Mapping[str, Any], runs: int, published: list[Mapping[str
             text = f"{ratio:.2f} x {shown}"
         else:
             text = shown
-    return {"kind": kind, "group": f"{result['figure']} {result['unit']}".strip(),
+    return {"kind": kind, "group": f"{result['figure'] or ''} {result['unit']}".strip(),
             "vendor": result["vendor"] or UNKNOWN, "chip": result["chip"] or UNKNOWN,
             "configuration": configuration(result), "framework": result["framework"] or "-",
             "software": result["software"] or "", "figure": result["figure"],
             "value": main["mean"] if main else None, "direction": main["direction"] if main else 1,
             "figure_text": cells["figure"] or "n/a", "metric_text": cells["metric"],
             "mfu": f"{100 * mfu['mean']:.3g} %" if mfu else "",
-            "energy": f"{_fmt(energy['mean'])} {energy['unit']}" if energy else "",
+            "energy": f"{fmt(energy['mean'])} {energy['unit']}" if energy else "",
             "reference": reference, "ratio": ratio, "reference_text": text, "runs": runs,
             "result": result}
 
@@ -136,12 +136,12 @@ def published_row(reference: Mapping[str, Any], figure: str | None,
     figures = reference["figures"]
     key = figure if figure in figures else next(iter(figures))
     value = figures[key]
-    metric_text = (f"{metric} {_fmt(figures[metric]['value'])}" if metric in figures else "")
+    metric_text = (f"{metric} {fmt(figures[metric]['value'])}" if metric in figures else "")
     precision = f", {reference['precision']}" if reference["precision"] else ""
     return {"kind": "published", "vendor": reference["vendor"], "chip": reference["hardware"],
             "configuration": configuration(reference), "framework": reference["framework"] or "-",
             "software": f"published{precision}",
-            "figure_text": f"{key} {_fmt(value['value'])} {value['unit']}".rstrip(),
+            "figure_text": f"{key} {fmt(value['value'])} {value['unit']}".rstrip(),
             "metric_text": metric_text, "label": reference["label"],
             "source": reference["source"]}
 
@@ -263,7 +263,7 @@ def trend_plot(entry: Mapping[str, Any]) -> str | None:
                  fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    return _png(fig)
+    return png_base64(fig)
 
 
 def _day(created: Any) -> str:
@@ -293,7 +293,7 @@ def _trend_html(entry: Mapping[str, Any], linked: Mapping[str, str]) -> str:
     rows = "".join(
         f'<tr class="{"regression" if p["verdict"] and p["verdict"]["verdict"] == "regression" else ""}">'
         f"<td>{_run_link(p['result'], linked)}</td><td>{html.escape(p['software'])}</td>"
-        f"<td>{html.escape(_fmt(p['mean']))}</td><td>{p['n']}</td>"
+        f"<td>{html.escape(fmt(p['mean']))}</td><td>{p['n']}</td>"
         f"<td>{html.escape(_verdict_text(p['verdict']))}</td></tr>" for p in entry["points"])
     table = ("<table class='points'><tr><th>run</th><th>software</th><th>"
              f"{html.escape(entry['figure'])} {html.escape(entry['unit'])}</th><th>rounds</th>"

@@ -40,7 +40,9 @@ EVALUATE_MARK = ("EVALUATE", "tab:gray", ":")
 BUSY_LABEL = "measured on a busy host"
 
 
-def _fmt(value: Any) -> str:
+def fmt(value: Any) -> str:
+    """A value as the reports show it: 4 significant digits (whole above 10^4), ``-`` for
+    None, ``yes``/``no`` for a bool."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -70,7 +72,7 @@ def case_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for item in case["rounds"]:
         values = round_figures(item)
-        rows.append([str(item["round"]), item["status"], *(_fmt(values.get(c)) for c in columns)])
+        rows.append([str(item["round"]), item["status"], *(fmt(values.get(c)) for c in columns)])
     for missing in case.get("missing_rounds", []):
         rows.append([str(missing), "missing", *("-" for _ in columns)])
     stats = case.get("stats") or {}
@@ -87,7 +89,7 @@ def _stat(values: dict[str, Any], name: str) -> str:
     if name in ("std", "cv") and (values.get("n") or 0) < 2 or (
             name == "olympic_mean" and values.get(name) is None and values):
         return "n/a"
-    return _fmt(values.get(name))
+    return fmt(values.get(name))
 
 
 def is_case_fact(name: str) -> bool:
@@ -98,7 +100,7 @@ def is_case_fact(name: str) -> bool:
 
 def case_facts(case: dict[str, Any]) -> str:
     """``Case facts: target_acc1 90, world_size 1.`` (from the passed rounds), or ``""``."""
-    facts = [f"{name} {_fmt(values.get('mean'))}"
+    facts = [f"{name} {fmt(values.get('mean'))}"
              for name, values in (case.get("stats") or {}).items() if is_case_fact(name)]
     return f"Case facts: {', '.join(facts)}." if facts else ""
 
@@ -198,7 +200,7 @@ def inference_notes(case: dict[str, Any]) -> list[str]:
                      + (f"; added (new keys, a warning) {added}" if added else "") + ".")
     foo = (case.get("stats") or {}).get("foo_time") or {}
     if isinstance(foo.get("max"), (int, float)) and foo["max"] > 0:
-        notes.append(f"REVIEW: the engine reported foo_time up to {_fmt(foo['max'])} s (work it "
+        notes.append(f"REVIEW: the engine reported foo_time up to {fmt(foo['max'])} s (work it "
                      "calls not its own); throughputs include it, nothing is subtracted.")
     return notes
 
@@ -234,7 +236,7 @@ def context_line(case: dict[str, Any]) -> str:
     figures = figures_of(case)
     shown = []
     for reference in references:
-        values = ", ".join(f"{key} {_fmt(value)}"
+        values = ", ".join(f"{key} {fmt(value)}"
                            + (f" {figures[key]['unit']}" if (figures.get(key) or {}).get("unit")
                               else "")
                            for key, value in reference["figures"].items())
@@ -254,12 +256,12 @@ def datasheet_lines(case: dict[str, Any]) -> list[str]:
     for key, item in (case.get("datasheet") or {}).items():
         unit = item.get("unit") or ""
         if item.get("ratio") is None:
-            shown = f" {_fmt(item['mean'])} {unit}" if item.get("mean") is not None else ""
+            shown = f" {fmt(item['mean'])} {unit}" if item.get("mean") is not None else ""
             lines.append(f"{key}{shown}: no ratio to the datasheet: {item.get('reason')}")
             continue
         per = "per device and direction" if unit.endswith("B/s") else "per device"
-        lines.append(f"{key} {_fmt(item['mean'])} {unit} = {100 * item['ratio']:.1f} % of spec "
-                     f"({item['entry']} {_fmt(item['spec'])} {unit} {per}; "
+        lines.append(f"{key} {fmt(item['mean'])} {unit} = {100 * item['ratio']:.1f} % of spec "
+                     f"({item['entry']} {fmt(item['spec'])} {unit} {per}; "
                      f"stated: {item['quoted']}; {item['source']})")
     return lines
 
@@ -281,8 +283,8 @@ def sweep_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]] | Non
     if not sweep:
         return None
     header = ["bytes", "time us", *(f"{c} GB/s" for c in sweep["columns"]), "rounds"]
-    rows = [[str(r["bytes"]), _fmt(r["time_s"] * 1e6 if r.get("time_s") is not None else None),
-             *(_fmt(r.get(c)) for c in sweep["columns"]), str(r["rounds"])]
+    rows = [[str(r["bytes"]), fmt(r["time_s"] * 1e6 if r.get("time_s") is not None else None),
+             *(fmt(r.get(c)) for c in sweep["columns"]), str(r["rounds"])]
             for r in sweep["rows"]]
     return header, rows
 
@@ -360,7 +362,7 @@ def row_cells(row: dict[str, Any]) -> dict[str, str]:
     (``final_acc1 96.39 (target >= 90)``), ``time`` (``train 185.3 s``), ``rounds`` (``1/1``);
     n/a for a value no passed round gave."""
     def value(number: Any) -> str:
-        return "n/a" if number is None else _fmt(number)
+        return "n/a" if number is None else fmt(number)
 
     figure = (f"{row['figure']} {value(row['value'])}"
               + (f" {row['unit']}" if row.get("unit") and row["value"] is not None else "")
@@ -469,7 +471,7 @@ def framework_table(group: dict[str, Any], summary: dict[str, Any]) -> tuple[lis
     first = figures_of(cases[group["rows"][0]["case_id"]])
     header = ["framework", "case", "status", *(first[f]["header"] for f in group["figures"])]
     rows = [[row["framework"], row["case_id"], row["status"],
-             *(_fmt(row["means"].get(f)) for f in group["figures"])] for row in group["rows"]]
+             *(fmt(row["means"].get(f)) for f in group["figures"])] for row in group["rows"]]
     return header, rows
 
 
@@ -517,7 +519,8 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
 
 
 # HTML -------------------------------------------------------------------------------------
-def _png(fig: Any) -> str:
+def png_base64(fig: Any) -> str:
+    """A matplotlib figure as a base64 PNG (80 dpi), for an ``<img src="data:...">``; closed."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
     import matplotlib.pyplot as plt
@@ -572,7 +575,7 @@ def _throughput_plot(case: dict[str, Any]) -> str | None:
         ax.legend(fontsize=8)
     axes[0, 0].set_title(_plot_title(case, "throughput per round"), fontsize=9)
     fig.tight_layout()
-    return _png(fig)
+    return png_base64(fig)
 
 
 def _sweep_plot(case: dict[str, Any]) -> str:
@@ -594,7 +597,7 @@ def _sweep_plot(case: dict[str, Any]) -> str:
     ax.set_ylabel("GB/s")
     ax.set_title(_plot_title(case, "bandwidth vs message size"), fontsize=9)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def monitoring_window(case: dict[str, Any]) -> tuple[str, str]:
@@ -719,7 +722,7 @@ def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str],
                            "dotted EVALUATE)", fontsize=8)
     axes[0, 0].set_title(title, fontsize=8)
     fig.tight_layout()
-    return _png(fig)
+    return png_base64(fig)
 
 
 def _lines(lines: list[str]) -> str:

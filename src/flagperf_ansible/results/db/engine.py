@@ -68,6 +68,14 @@ def database_url(value: str | None = None) -> str:
     return value
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL; None for another database (or SQLite in memory)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
 def shown(url: str) -> str:
     """The URL as printed: without its password."""
     return make_url(url).render_as_string(hide_password=True)
@@ -91,8 +99,8 @@ def connect(url: str) -> Engine:
     except ModuleNotFoundError as err:
         raise ConfigError(f"the database driver {err.name} is not installed (for PostgreSQL: "
                           "pip install 'flagperf-ansible[postgresql]')", shown(url)) from None
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    if sqlite_file(url) is not None:
+        sqlite_file(url).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed, connect_args={"timeout": SQLITE_WAIT_S})
 
     @event.listens_for(engine, "connect")
