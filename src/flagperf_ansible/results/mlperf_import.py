@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from flagperf_ansible.config.errors import ConfigError
+from flagperf_ansible.config.suites import round_verdict
 
 PREFIX = ":::MLLOG"
 #: The files of a submission's results folder that hold runs.
@@ -236,8 +237,6 @@ def import_mlperf(logs: list[Path]) -> list[dict[str, Any]]:
             raise ConfigError(f"{item['benchmark']} on {item['platform']}, where "
                               f"{logs[0].name} is {first['benchmark']} on {first['platform']}: "
                               "one benchmark's runs per ingest", str(path))
-    from flagperf_ansible.config.suites import round_verdict
-
     terms = contract(first["benchmark"])
     documents = []
     for number, item in enumerate(described, start=1):

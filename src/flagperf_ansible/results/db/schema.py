@@ -9,7 +9,8 @@
     cases ── published ── published_figures  a case (suite, model, framework), the figures
                                              published for it (FlagPerf's)
 
-A run is stored once: ``runs.uid`` identifies it (its source and id), ``runs.fingerprint``
+A run is stored once: ``runs.uid`` identifies it (its source and identity: our run's id and
+start, a FlagPerf folder's name and rank logs, MLPerf logs' bytes), ``runs.fingerprint``
 its content; a run stored again with other content replaces the earlier one. Deleting a run
 deletes everything under it (``ON DELETE CASCADE``). Changing a table means a new migration in
 ``migrations/versions/`` (``alembic revision``), never an edit of an old one.
@@ -35,7 +36,7 @@ def _parent(table: str) -> ForeignKey:
 runs = Table(
     "runs", metadata,
     Column("id", Integer, primary_key=True),
-    Column("uid", String(64), nullable=False, unique=True),      # sha256 of source and run id
+    Column("uid", String(64), nullable=False, unique=True),      # sha256 of source, identity
     Column("fingerprint", String(64), nullable=False),           # sha256 of what was stored
     Column("source", String(20), nullable=False),                # flagperf-ansible, flagperf, mlperf
     Column("run_id", String(255), nullable=False),
