@@ -232,8 +232,12 @@ def test_mlperf_log_figures_and_samples_count(sources, tmp_path):
     assert other["p_whole"] == pytest.approx(1000 / (28 * 60))
 
 
-def test_serve_serves_the_site_until_interrupted(sources, tmp_path):
+def test_serve_serves_the_site_until_interrupted(sources, tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'results.db'}"
+    # No database yet: refused in one line, nothing made.
+    assert main(["results", "site", str(tmp_path / "site"), "--db", url]) == 2
+    assert "results.db: no such database" in capsys.readouterr().err
+    assert not (tmp_path / "results.db").exists() and not (tmp_path / "site").exists()
     assert ingest(url, sources["a100_1"]) == 0
     process = subprocess.Popen([sys.executable, "-m", "flagperf_ansible", "results", "serve",
                                 "--db", url, "--port", "0", "--out", str(tmp_path / "site")],

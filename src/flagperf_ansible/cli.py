@@ -226,9 +226,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from flagperf_ansible.results.db.engine import connect, database_url, shown
+    from flagperf_ansible.results.db.engine import connect, database_url, shown, sqlite_file
 
     url = database_url(args.db)
+    missing = sqlite_file(url)
+    if args.results_command != "ingest" and missing is not None and not missing.is_file():
+        raise ConfigError("no such database: `flagperf-ansible results ingest RUN_DIR` makes it",
+                          str(missing))
     engine = connect(url)
     if args.results_command == "ingest":
         from flagperf_ansible.results.db.records import read_run
@@ -243,14 +247,10 @@ def cmd_results(args: argparse.Namespace) -> int:
                   f"{cases} case(s), {rounds} round(s))")
         print(f"database: {shown(url)}")
         return EXIT_OK
-    from flagperf_ansible.results.db.engine import migrate, sqlite_file
+    from flagperf_ansible.results.db.engine import migrate
     from flagperf_ansible.results.db.query import load
     from flagperf_ansible.results.leaderboard import write_site
 
-    missing = sqlite_file(url)
-    if missing is not None and not missing.is_file():
-        raise ConfigError("no such database: `flagperf-ansible results ingest RUN_DIR` makes it",
-                          str(missing))
     migrate(engine)
     data = load(engine)
     if args.results_command == "site":
