@@ -16,7 +16,7 @@ What it does:
    node list states as constraints;
 3. every distribution of the closure the node does not have (``--node-packages``: one
    ``name[==version]`` a line, ``pip list --format=freeze`` of the node; default
-   ``scripts/gpu_node_packages.txt``, this workplace's H100/H200 machines) is downloaded
+   ``scripts/gpu_node_packages.txt``, the H100/H200 nodes of the check) is downloaded
    (``pip download --no-deps``, the resolved versions) into ``<out>/wheels/``;
 4. what the bundled distributions and the requirements ask of the node's own (e.g.
    ``jinja2>=3.1.0``) is recorded, and checked here against the versions the list states;
@@ -287,9 +287,10 @@ def make_bundle(out: Path, node_packages: Path, python_version: str, glibc: str,
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     size = folder_size(out)
     manifest["bytes"] = size
-    print(f"gpu bundle: {len(files)} wheels ({sum(w['bytes'] for w in manifest['wheels']) / 2**20:.1f}"
-          f" MiB), {len(collections)} collections ({(out / COLLECTIONS).stat().st_size / 2**20:.1f}"
-          f" MiB): {size / 2**20:.1f} MiB in {out} ({time.monotonic() - started:.0f} s)")
+    wheel_bytes = sum(w["bytes"] for w in manifest["wheels"])
+    print(f"gpu bundle: {len(files)} wheels ({wheel_bytes / 2**20:.1f} MiB), {len(collections)} "
+          f"collections ({(out / COLLECTIONS).stat().st_size / 2**20:.1f} MiB): "
+          f"{size / 2**20:.1f} MiB in {out} ({time.monotonic() - started:.0f} s)")
     for wheel in manifest["wheels"]:
         print(f"  {wheel['file']}  {wheel['bytes'] / 2**20:.2f} MiB")
     print(f"  {COLLECTIONS}: " + ", ".join(f"{k} {v}" for k, v in collections.items()))

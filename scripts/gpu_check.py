@@ -8,15 +8,15 @@ its own PyTorch, and prints one table (``make gpu-check``).
 Parts, in the order of their value (a ``--deadline`` in seconds stops the part in flight
 cleanly, a round as Ctrl-C stops it, and skips the rest):
 
-0. **install**: where the controller's packages do not import (no Ansible on the node), the
-   bundle that ``make gpu-bundle`` made on a connected machine (``scripts/gpu_bundle.py``) is
-   installed with ``pip install --no-index --no-deps --target <work>/site`` (reused while the
-   bundle is the same) and every requirement is verified against the node's own packages; the
-   node's torch is the one used. Then the device: NVML (``vendors/nvidia/monitor.py``) names
-   it, and its ``vendors/nvidia/vendor.yml`` datasheet entry is the one whose
-   ``device_names`` lists it. Then the data: a synthetic ImageNet-shaped set
-   (``flagperf_ansible.datasets.imagenet.write_synthetic``: 256 x 256 JPEG images in 1000
-   classes, 9600 to train on, 1024 to evaluate).
+0. **install**: where the controller's requirements (``pyproject.toml``) are not met (no
+   Ansible on the node), the bundle that ``make gpu-bundle`` made on a connected machine
+   (``scripts/gpu_bundle.py``) is installed with ``pip install --no-index --no-deps --target
+   <work>/site`` (reused while the bundle is the same) and every requirement is verified
+   against the node's own packages; the node's torch is the one used. Then the device: NVML
+   (``vendors/nvidia/monitor.py``) names it, and its ``vendors/nvidia/vendor.yml`` datasheet
+   entry is the one whose ``device_names`` lists it. Then the data: a synthetic
+   ImageNet-shaped set (``flagperf_ansible.datasets.imagenet.write_synthetic``: 256 x 256 JPEG
+   images in 1000 classes, 9600 to train on, 1024 to evaluate).
 1. **training**: a plain PyTorch loop of resnet50's model, batch and precision
    (``scripts/plain_loop.py``), then resnet50 through the real round path: ``flagperf-ansible
    run -i inventories/local`` with vendor nvidia, runtime none, the detected hardware and the
@@ -67,15 +67,30 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from gpu_bundle import COLLECTIONS, MANIFEST, WHEELS, galaxy_dependencies, normalize  # noqa: E402
 
 DEFAULT_WORK = Path("/var/tmp/flagperf-gpu-check")
-#: Modules of the controller's requirements (pyproject.toml) that must import before it runs.
-CONTROLLER_MODULES = ("ansible", "ansible_runner", "pydantic", "jsonschema", "yaml", "jinja2",
-                      "rich", "psutil", "scipy", "matplotlib")
 #: A part is not started with less time than this left before the deadline (s).
 LEAST_TIME = 5.0
 #: How long a stopped part may take to end cleanly before it is killed (s).
 GRACE = 90.0
 #: The local inventory's monitors sample this often during the check's rounds (s).
 MONITOR_INTERVAL = 0.25
+#: The inference case the check runs once per engine (its launcher is ``python``).
+INFERENCE_ENTRY = "benchmarks/inference/resnet50/pytorch/run_inference.py"
+#: Run by the node's Python: which engine packages import, and onnxruntime's providers.
+ENGINE_PROBE = """
+import json
+found = {}
+try:
+    import onnxruntime
+    found["onnxruntime"] = [onnxruntime.__version__, onnxruntime.get_available_providers()]
+except Exception as error:
+    found["onnxruntime"] = [None, f"{type(error).__name__}: {error}"]
+try:
+    import tensorrt
+    found["tensorrt"] = [tensorrt.__version__, None]
+except Exception as error:
+    found["tensorrt"] = [None, f"{type(error).__name__}: {error}"]
+print(json.dumps(found))
+"""
 
 
 class CheckError(Exception):
@@ -129,13 +144,6 @@ class Deadline:
 
 # -- install ---------------------------------------------------------------------------------
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def collection_roots() -> list[Path]:
     """Where Ansible finds collections for this Python: ``ansible_collections`` folders on
     ``sys.path``, then the checkout's ``collections/`` and the user's and system's."""
@@ -146,16 +154,23 @@ def collection_roots() -> list[Path]:
     return [r for r in roots if r.is_dir()]
 
 
-def missing_controller() -> list[str]:
-    """The controller's modules that do not import here and the collections of galaxy.yml
-    that Ansible would not find."""
-    missing = [m for m in CONTROLLER_MODULES if not _importable(m)]
+def declared_requirements() -> list[str]:
+    """The controller's requirements: ``pyproject.toml``'s dependencies."""
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def missing_collections() -> list[str]:
+    """The collections of galaxy.yml that Ansible would not find here."""
+    try:
+        collections = galaxy_dependencies(ROOT)
+    except ImportError:  # no yaml: the bundle brings it, then this is asked again
+        return ["the collections of galaxy.yml"]
     roots = collection_roots()
-    for name in galaxy_dependencies(ROOT) if _importable("yaml") else ():
-        namespace, collection = name.split(".", 1)
-        if not any((r / namespace / collection / "MANIFEST.json").is_file() for r in roots):
-            missing.append(name)
-    return missing
+    return [name for name in collections
+            if not any((r / name.replace(".", "/", 1) / "MANIFEST.json").is_file()
+                       for r in roots)]
 
 
 def install_bundle(bundle: Path, site: Path) -> str:
@@ -190,9 +205,9 @@ def install_bundle(bundle: Path, site: Path) -> str:
         stamp.write_text(manifest)
         done = f"{len(wheels)} wheels and the collections into {site}"
     activate(site)
-    problems = unmet_requirements(json.loads(manifest)["requirements"], site)
+    problems = unmet_requirements(bundle_requirements(json.loads(manifest)["requirements"], site))
     if problems:
-        raise CheckError("after installing the bundle: " + "; ".join(problems[:5]))
+        raise CheckError("after installing the bundle: " + "; ".join(p for _, p in problems[:5]))
     return done
 
 
@@ -206,27 +221,24 @@ def activate(site: Path) -> None:
     os.environ["PATH"] = os.pathsep.join((str(site / "bin"), os.environ.get("PATH", "")))
 
 
-def unmet_requirements(requirements: list[str], site: Path) -> list[str]:
-    """Each requirement (the controller's, and those of every distribution in ``site``) that
-    the distributions this Python sees (``site`` first) do not meet, one line each.
+def unmet_requirements(wanted: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each ``(requirement, who needs it)`` that the distributions this Python sees (in
+    ``sys.path`` order: the first of a name counts) do not meet: ``(name, one line why)``.
 
     Raises:
-        CheckError: ``packaging`` does not import (the node has it; so does the bundle's
-            ansible-core's closure).
+        CheckError: ``packaging`` does not import (needed to read the requirements).
     """
     try:
         from packaging.requirements import Requirement
     except ImportError:
         raise CheckError("the packaging module does not import: it is needed to check the "
-                         "bundle's requirements") from None
+                         "controller's requirements") from None
+    importlib.invalidate_caches()
     installed: dict[str, Any] = {}
-    for dist in importlib.metadata.distributions():  # sys.path order: the first one counts
+    for dist in importlib.metadata.distributions():
         name = dist.metadata["Name"]
         if name:
             installed.setdefault(normalize(name), dist)
-    wanted = [(text, "the controller") for text in requirements]
-    for dist in importlib.metadata.distributions(path=[str(site)]):
-        wanted += [(text, dist.metadata["Name"]) for text in dist.requires or []]
     problems = []
     for text, who in wanted:
         requirement = Requirement(text)
@@ -234,13 +246,23 @@ def unmet_requirements(requirements: list[str], site: Path) -> list[str]:
             continue
         dist = installed.get(normalize(requirement.name))
         if dist is None:
-            problems.append(f"{requirement.name} (needed by {who}) is neither on this node nor "
-                            "in the bundle")
+            problems.append((requirement.name, f"{requirement.name} (needed by {who}) is "
+                                               "neither on this node nor in the bundle"))
         elif not requirement.specifier.contains(dist.version, prereleases=True):
-            problems.append(f"{requirement.name} {dist.version} does not satisfy "
-                            f"{requirement.specifier} (needed by {who}): make the bundle with "
-                            "this node's pip list --format=freeze (make gpu-bundle NODE=FILE)")
+            problems.append((requirement.name, (
+                f"{requirement.name} {dist.version} does not satisfy {requirement.specifier} "
+                f"(needed by {who}): make the bundle with this node's pip list "
+                "--format=freeze (make gpu-bundle NODE=FILE)")))
     return problems
+
+
+def bundle_requirements(requirements: list[str], site: Path) -> list[tuple[str, str]]:
+    """The bundle's requirements (the controller's, as the bundle resolved them) and those of
+    every distribution installed in ``site``, each with who needs it."""
+    wanted = [(text, "the controller") for text in requirements]
+    for dist in importlib.metadata.distributions(path=[str(site)]):
+        wanted += [(text, dist.metadata["Name"]) for text in dist.requires or []]
+    return wanted
 
 
 # -- the device ------------------------------------------------------------------------------
@@ -418,15 +440,18 @@ class Check:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
         sys.path.insert(0, str(ROOT / "src"))
-        missing = missing_controller()
+        missing = [name for name, _ in unmet_requirements(
+            [(text, "the controller") for text in declared_requirements()])]
+        missing += missing_collections()
         if not missing:
             self.add(Row("install", "the controller's packages", "passed",
-                         "not needed: they import here", time.monotonic() - start))
+                         "not needed: they are installed here", time.monotonic() - start))
             return
         done = install_bundle(self.args.bundle.resolve(), self.work / "site")
-        still = missing_controller()
+        still = missing_collections()
         if still:
-            raise CheckError(f"after installing the bundle, still missing: {', '.join(still)}")
+            raise CheckError(f"after installing the bundle, Ansible would not find the "
+                             f"collections {', '.join(still)}")
         self.add(Row("install", f"the bundle ({', '.join(missing)} were missing)", "passed",
                      done, time.monotonic() - start))
 
@@ -555,10 +580,11 @@ class Check:
                 figures.append(f"ratio {round_core / plain['p_core']:.3f}")
         mfu = (record or {}).get("mfu") or {}
         if mfu.get("value") is not None:
-            figures.append(f"MFU {100 * mfu['value']:.1f} % (p_train {number(finished.get('p_train'))}"
-                           f" img/s x {number(mfu.get('flops_per_unit'))} FLOP / "
-                           f"{mode.hardware} {mfu.get('precision')} peak "
-                           f"{number((mfu.get('peak_flops_per_device') or 0) / 1e12)} TFLOP/s)")
+            peak = (mfu.get("peak_flops_per_device") or 0) / 1e12
+            figures.append(f"MFU {100 * mfu['value']:.1f} % (p_train "
+                           f"{number(finished.get('p_train'))} img/s x "
+                           f"{number(mfu.get('flops_per_unit'))} FLOP / {mode.hardware} "
+                           f"{mfu.get('precision')} peak {number(peak)} TFLOP/s)")
         elif record is not None:
             figures.append(f"MFU n/a: {mfu.get('reason') or 'not computed'}")
         seconds = ((record or {}).get("wall_time") or 0.0) + (plain or {}).get("seconds", 0.0)
@@ -607,14 +633,8 @@ class Check:
 
     def engine_problems(self, mode: Mode) -> dict[str, str]:
         """Why each engine that cannot run here would not (one probe process)."""
-        probe = ("import json\nout = {}\ntry:\n    import onnxruntime as ort\n"
-                 "    out['onnxruntime'] = [ort.__version__, ort.get_available_providers()]\n"
-                 "except Exception as e:\n    out['onnxruntime'] = [None, f'{type(e).__name__}: {e}']\n"
-                 "try:\n    import tensorrt\n    out['tensorrt'] = [tensorrt.__version__, None]\n"
-                 "except Exception as e:\n    out['tensorrt'] = [None, f'{type(e).__name__}: {e}']\n"
-                 "print(json.dumps(out))\n")
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run([sys.executable, "-c", ENGINE_PROBE], capture_output=True,
+                              text=True, timeout=120)
         found = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
         problems = {}
         version, providers = found.get("onnxruntime", [None, "the probe failed"])
@@ -655,9 +675,8 @@ class Check:
             env = {**os.environ, "FLAGPERF_VENDOR_DIR": str(ROOT / "vendors" / mode.vendor)}
             start = time.monotonic()
             rc, stopped = run_child(
-                [sys.executable, str(ROOT / "benchmarks/inference/resnet50/pytorch/run_inference.py"),
-                 "--config", str(folder / "config.json"), "--output_dir", str(folder),
-                 "--data_dir", str(data)],
+                [sys.executable, str(ROOT / INFERENCE_ENTRY), "--config",
+                 str(folder / "config.json"), "--output_dir", str(folder), "--data_dir", str(data)],
                 self.work / "logs" / f"inference-{engine}.log", self.deadline, env=env)
             seconds = time.monotonic() - start
             self.add(self.inference_row(what, folder, rc, stopped, seconds))
@@ -677,15 +696,15 @@ class Check:
             return Row("inference", what, "stopped" if stopped else "failed", why, seconds)
         target = {"metric": "final_acc_gap", "comparison": "<=", "config_key": "target_acc_gap"}
         passed, reason = round_verdict("inference", finished, {"target": target})
-        figures = [f"{number(finished.get('p_inference_core'))} img/s core",
+        batch, p50 = finished.get("batch_size"), finished.get("inference_latency_p50")
+        figures = [f"{number(finished.get('p_inference_core'))} img/s core"
+                   + (f" (its {number(finished['foo_time'])} s foo_time, the first batch's "
+                      "compile, included)" if finished.get("foo_time") else ""),
                    f"p99 {number(finished.get('inference_latency_p99'))} ms, "
-                   f"p50 {number(finished.get('inference_latency_p50'))} ms per batch of "
-                   f"{finished.get('batch_size')} ({finished.get('precision')})",
+                   f"p50 {number(p50)} ms per batch of {batch} ({finished.get('precision')})"
+                   + (f": {number(batch * 1000.0 / p50)} img/s at p50" if batch and p50 else ""),
                    f"PyTorch {number(finished.get('p_validation_core'))} img/s core",
                    f"output_rel_error {number(finished.get('output_rel_error'), 2)}"]
-        if finished.get("foo_time"):
-            figures.append(f"foo_time {number(finished['foo_time'])} s (the first batch's "
-                           "compile, in the core time)")
         if finished.get("export_time"):
             figures.append(f"export {number(finished['export_time'])} s")
         if finished.get("compile_time"):
@@ -698,6 +717,8 @@ class Check:
     # -- the whole -------------------------------------------------------------------------
     def run(self) -> int:
         self.work.mkdir(parents=True, exist_ok=True)
+        if not (os.environ.get("LC_ALL") or os.environ.get("LANG")):
+            os.environ["LANG"] = "C.UTF-8"  # Ansible stops unless the locale's encoding is UTF-8
         print(f"gpu check: checkout {ROOT}, Python {platform.python_version()} "
               f"({sys.executable}), deadline {self.args.deadline:g} s, work {self.work}",
               flush=True)
@@ -742,8 +763,10 @@ class Check:
             self.base_row(mode, model, base_record, stopped)
         status = "passed" if rc in (0, 1) and run_dir is not None else (
             "stopped" if stopped else "failed")
+        why = " (not every round met its suite's pass rule: the training round's target)" \
+            if rc == 1 else ""
         self.add(Row("run", "flagperf-ansible run: preflight, prepare, report (rounds apart)",
-                     status, f"exit {rc}; {run_dir or tail(self.work / 'logs' / 'run.log')}",
+                     status, f"exit {rc}{why}; {run_dir or tail(self.work / 'logs' / 'run.log')}",
                      max(seconds - sum(walls), 0.0)))
 
     def report(self) -> None:
