@@ -268,17 +268,21 @@ def bundle_requirements(requirements: list[str], site: Path) -> list[tuple[str, 
 # -- the device ------------------------------------------------------------------------------
 
 def detect_gpu() -> tuple[str | None, str]:
-    """``(device name, "")`` of the first GPU NVML sees (the nvidia vendor's monitor plugin),
-    or ``(None, why not)``."""
+    """``(device name, what else NVML says)`` of the first GPU NVML sees (the nvidia vendor's
+    monitor plugin), or ``(None, why not)``."""
     path = ROOT / "vendors" / "nvidia" / "monitor.py"
     spec = importlib.util.spec_from_file_location("flagperf_gpu_check_nvml", path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-        devices = module.device_info()["devices"]
+        info = module.device_info()
     except RuntimeError as error:
         return None, str(error)
-    return devices[0]["name"], ""
+    devices = info["devices"]
+    return devices[0]["name"], (f"driver {info.get('driver')}, "
+                                f"{devices[0]['memory_total_bytes'] / 2**30:.0f} GiB"
+                                + (f", the first of {len(devices)} GPUs" if len(devices) > 1
+                                   else ""))
 
 
 def gpu_hardware(device_name: str) -> tuple[str | None, str]:
@@ -328,14 +332,15 @@ def case_spec(mode: Mode, model: str, suite: str = "training", data_dir: Path | 
     return spec
 
 
-def effective(mode: Mode, spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The spec's case id and its effective configuration (the controller's)."""
+def effective(mode: Mode, spec: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The spec's case id, effective configuration and contract (the controller's)."""
     from flagperf_ansible.config.cases import effective_config, load_case
     from flagperf_ansible.config.casespec import parse_case_spec
 
     parsed = parse_case_spec(spec)
     case = load_case(ROOT, parsed.model, parsed.framework, parsed.suite)
-    return parsed.case_id, effective_config(ROOT, case, parsed, mode.vendor).config
+    return (parsed.case_id, effective_config(ROOT, case, parsed, mode.vendor).config,
+            case.contract())
 
 
 def train_images(config: dict[str, Any], mode: Mode) -> int:
@@ -461,7 +466,7 @@ class Check:
         if name is not None:
             hardware, note = gpu_hardware(name)
             if hardware is not None:
-                self.header.append(f"device: {name} (datasheet: vendors/nvidia/vendor.yml "
+                self.header.append(f"device: {name} ({why}; datasheet: vendors/nvidia/vendor.yml "
                                    f"{hardware})" + (f"; {note}" if note else ""))
                 if note:
                     print(f"note: {note}", flush=True)
@@ -513,6 +518,7 @@ class Check:
             return None
         result = json.loads(output.read_text())
         result["seconds"] = seconds
+        self.header.append(f"torch {result['torch']}")
         return result
 
     def run_rounds(self, mode: Mode, cases: list[dict[str, Any]]) -> tuple[Path | None, float,
@@ -652,7 +658,7 @@ class Check:
 
     def inference(self, mode: Mode, data: Path) -> None:
         spec = case_spec(mode, "resnet50", "inference", data)
-        _, config = effective(mode, spec)
+        _, config, contract = effective(mode, spec)
         problems = self.engine_problems(mode)
         onnx: Path | None = None
         for engine in mode.engines:
@@ -679,12 +685,12 @@ class Check:
                  str(folder / "config.json"), "--output_dir", str(folder), "--data_dir", str(data)],
                 self.work / "logs" / f"inference-{engine}.log", self.deadline, env=env)
             seconds = time.monotonic() - start
-            self.add(self.inference_row(what, folder, rc, stopped, seconds))
+            self.add(self.inference_row(what, folder, rc, stopped, seconds, contract))
             exported = sorted(folder.glob("*.onnx"))
             onnx = onnx or (exported[0] if exported else None)
 
     def inference_row(self, what: str, folder: Path, rc: int | None, stopped: bool,
-                      seconds: float) -> Row:
+                      seconds: float, contract: dict[str, Any]) -> Row:
         from flagperf_ansible.config.suites import round_verdict
         from flagperf_ansible.results.perflog import parse_rank_log
 
@@ -694,8 +700,7 @@ class Check:
             why = f"deadline reached ({self.args.deadline:g} s)" if stopped else (
                 tail(log) or tail(self.work / "logs" / f"inference-{folder.name}.log"))
             return Row("inference", what, "stopped" if stopped else "failed", why, seconds)
-        target = {"metric": "final_acc_gap", "comparison": "<=", "config_key": "target_acc_gap"}
-        passed, reason = round_verdict("inference", finished, {"target": target})
+        passed, reason = round_verdict("inference", finished, contract)
         batch, p50 = finished.get("batch_size"), finished.get("inference_latency_p50")
         figures = [f"{number(finished.get('p_inference_core'))} img/s core"
                    + (f" (its {number(finished['foo_time'])} s foo_time, the first batch's "
@@ -731,7 +736,7 @@ class Check:
                 return 0
             mode = self.mode()
             training = case_spec(mode, "resnet50")
-            case_id, config = effective(mode, training)
+            case_id, config, _ = effective(mode, training)
             images = train_images(config, mode)
             data = self.data(mode, images)
             training["data_dir"] = str(data)
