@@ -73,6 +73,8 @@ LEAST_TIME = 5.0
 GRACE = 90.0
 #: The local inventory's monitors sample this often during the check's rounds (s).
 MONITOR_INTERVAL = 0.25
+#: The base cases of the check's run, after the training case.
+BASE_CASES = ("computation", "main_memory-bandwidth")
 #: The inference case the check runs once per engine (its launcher is ``python``).
 INFERENCE_ENTRY = "benchmarks/inference/resnet50/pytorch/run_inference.py"
 #: Run by the node's Python: which engine packages import, and onnxruntime's providers.
@@ -343,6 +345,12 @@ def effective(mode: Mode, spec: dict[str, Any]) -> tuple[str, dict[str, Any], di
             case.contract())
 
 
+def run_vars(mode: Mode, cases: list[dict[str, Any]], master_port: int) -> dict[str, Any]:
+    """The extra variables of the check's run of the local inventory (``-e @file``)."""
+    return {"flagperf_vendor": mode.vendor, "flagperf_cases": cases,
+            "flagperf_master_port": master_port, "flagperf_monitor_interval": MONITOR_INTERVAL}
+
+
 def train_images(config: dict[str, Any], mode: Mode) -> int:
     """Training images of the synthetic set: the updates the quick profile caps at, one
     batch each (one epoch); the CPU half's fixed few."""
@@ -525,11 +533,8 @@ class Check:
                                                                           bool, int | None]:
         """The cases through ``flagperf-ansible run`` (local inventory): ``(run folder, wall
         time, stopped at the deadline, exit status)``."""
-        extra = {"flagperf_vendor": mode.vendor, "flagperf_cases": cases,
-                 "flagperf_master_port": self.args.master_port,
-                 "flagperf_monitor_interval": MONITOR_INTERVAL}
         extra_file = self.work / "cases.json"
-        extra_file.write_text(json.dumps(extra, indent=1))
+        extra_file.write_text(json.dumps(run_vars(mode, cases, self.args.master_port), indent=1))
         results = self.work / "results"
         before = set(results.glob("run*")) if results.is_dir() else set()
         start = time.monotonic()
@@ -741,8 +746,7 @@ class Check:
             data = self.data(mode, images)
             training["data_dir"] = str(data)
             plain = self.plain_loop(mode, config, planned_steps(config, images))
-            base = {model: case_spec(mode, model, "base")
-                    for model in ("computation", "main_memory-bandwidth")}
+            base = {model: case_spec(mode, model, "base") for model in BASE_CASES}
             if self.time_left("training", "resnet50 round, base rounds"):
                 self.rounds(mode, training, case_id, base, plain)
             self.inference(mode, data)

@@ -226,3 +226,51 @@ def test_the_bundle_installs_offline_and_every_requirement_is_checked(tmp_path, 
         "--format=freeze (make gpu-bundle NODE=FILE)")
     with pytest.raises(gpu_check.CheckError, match=r"no bundle at .*: make gpu-bundle on a "):
         gpu_check.install_bundle(tmp_path / "none", tmp_path / "site3")
+
+
+def test_a_gpu_s_name_chooses_its_datasheet_and_the_gpu_half_s_cases_validate(
+        monkeypatch, tmp_path):
+    """The GPU half as far as this machine goes: NVML (a fake pynvml with hand-written H100
+    values) names the device, its datasheet entry is chosen, and the cases the check hands to
+    flagperf-ansible run, and the inference configuration, are what it says."""
+    from test_vendor_monitors import NVML_VALUES, fake_pynvml
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(NVML_VALUES))
+    name, info = gpu_check.detect_gpu()
+    assert name == "NVIDIA H100 80GB HBM3"
+    assert info == "driver 535.129.03, 80 GiB, the first of 2 GPUs"
+    assert gpu_check.gpu_hardware(name) == ("H100", "")
+    hardware, note = gpu_check.gpu_hardware("NVIDIA H100 PCIe")
+    assert hardware == "H100" and note.startswith("NVIDIA H100 PCIe is not the board of "
+                                                  "vendors/nvidia/vendor.yml's H100 datasheet")
+    assert gpu_check.gpu_hardware("NVIDIA L40S") == (
+        None, "NVIDIA L40S: no hardware of vendors/nvidia/vendor.yml (A100, H100, H200) "
+              "matches it")
+    mode = gpu_check.gpu_mode("H100")
+    training = gpu_check.case_spec(mode, "resnet50", data_dir=ROOT / "data" / "digits")
+    case_id, config, _ = gpu_check.effective(mode, training)
+    assert case_id == "resnet50-pytorch-H100x1x1"
+    assert (config["train_batch_size"], config["train_crop_size"], config["precision"]) == (
+        32, 224, "fp32")
+    images = gpu_check.train_images(config, mode)
+    assert images == 9600 and gpu_check.planned_steps(config, images) == 300
+    cases = [training, *(gpu_check.case_spec(mode, m, "base") for m in gpu_check.BASE_CASES)]
+    extra = tmp_path / "cases.json"
+    extra.write_text(json.dumps(gpu_check.run_vars(mode, cases, free_port())))
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
+                           "inventories/local", "-e", f"@{extra}"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        "inventories/local: ok: vendor nvidia, 3 round(s) on 1 host(s): "
+        "resnet50-pytorch-H100x1x1, computation-pytorch-base-H100x1x1, "
+        "main_memory-bandwidth-pytorch-base-H100x1x1")
+    spec = gpu_check.case_spec(mode, "resnet50", "inference", ROOT / "data" / "digits")
+    _, inference, contract = gpu_check.effective(mode, spec)
+    assert (inference["batch_size"], inference["fp16"], inference["weight_dir"]) == (
+        256, True, None)
+    # 26 passes of the check's 1024 images: 104 batches, so the interpolated p99 lies below
+    # the slowest batch (inductor's compile).
+    batches = mode.val_images // inference["batch_size"] * inference["repeat"]
+    assert batches == 104 and 0.99 * (batches - 1) <= batches - 2
+    assert contract["target"]["metric"] == "final_acc_gap"
