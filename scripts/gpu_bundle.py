@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The preparing step of the GPU check: the controller's Python packages that a GPU node lacks,
-as wheels for its Python, and the Ansible collections the roles use, in one folder to copy
-beside the checkout (``make gpu-bundle``, on a machine that reaches a package index).
+"""The GPU check's bundle: the controller's Python packages that a GPU node lacks, as wheels
+for its Python, and the Ansible collections the roles use, in one folder to copy beside the
+checkout; made by the preparing step (``make gpu-bundle``, on a machine that reaches a package
+index), installed on the node by ``scripts/gpu_check.py`` (:func:`install_bundle`).
 
     python3 scripts/gpu_bundle.py [--out gpu-bundle] [--node-packages FILE]
                                   [--python-version 3.12] [--glibc 2.28] [--limit-mib 64]
@@ -25,8 +26,9 @@ What it does:
 6. ``<out>/bundle.json`` records all of it, and the folder's size is checked against
    ``--limit-mib`` (64: what may be carried to the node beside the checkout).
 
-``scripts/gpu_check.py`` installs the wheels on the node with ``pip install --no-index
---no-deps --target`` and verifies every requirement there before it runs anything. Exit status
+On the node, ``scripts/gpu_check.py`` installs it with this module's :func:`install_bundle`
+(``pip install --no-index --no-deps --target``, the collections beside the wheels) and
+verifies every requirement there before it runs anything. Exit status
 0, or 1 with one line saying what failed (no index reachable, a node version that does not
 satisfy a requirement, the bundle over the limit).
 """
@@ -37,6 +39,7 @@ import argparse
 import hashlib
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -45,6 +48,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_NODE_PACKAGES = ROOT / "scripts" / "gpu_node_packages.txt"
@@ -87,6 +91,13 @@ def read_node_packages(path: Path) -> dict[str, str | None]:
     return packages
 
 
+def declared_requirements(project: Path) -> list[str]:
+    """The controller's requirements: ``pyproject.toml``'s dependencies."""
+    import tomllib
+
+    return tomllib.loads((project / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
 def controller_requirements(project: Path) -> list[str]:
     """``pyproject.toml``'s dependencies, ``ansible`` replaced by the ansible-core that the
     installed ``ansible`` requires (e.g. ``ansible-core~=2.19.4``).
@@ -94,9 +105,7 @@ def controller_requirements(project: Path) -> list[str]:
     Raises:
         BundleError: ``ansible`` is not installed here (``make install`` first).
     """
-    import tomllib
-
-    declared = tomllib.loads((project / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = declared_requirements(project)
     try:
         core = [r for r in importlib.metadata.requires("ansible") or []
                 if normalize(re.split(r"[ <>=~!;\[]", r, maxsplit=1)[0]) == "ansible-core"]
@@ -110,6 +119,8 @@ def controller_requirements(project: Path) -> list[str]:
         requirements.extend(core if name == "ansible" else [requirement])
     return requirements
 
+
+# -- on a connected machine: making it -------------------------------------------------------
 
 def _platform_args(python_version: str, glibc: str) -> list[str]:
     """pip's options for binary wheels of CPython ``python_version`` on Linux x86_64 with glibc
@@ -300,6 +311,123 @@ def make_bundle(out: Path, node_packages: Path, python_version: str, glibc: str,
         raise BundleError(f"the bundle is {size / 2**20:.1f} MiB, over the {limit_mib:g} MiB "
                           "that may travel with the checkout")
     return manifest
+
+
+# -- on the node: installing it ------------------------------------------------------------
+
+def collection_roots() -> list[Path]:
+    """Where Ansible finds collections for this Python: ``ansible_collections`` folders on
+    ``sys.path``, then the checkout's ``collections/`` and the user's and system's."""
+    roots = [Path(p) / "ansible_collections" for p in sys.path if p]
+    roots += [ROOT / "collections" / "ansible_collections",
+              Path.home() / ".ansible" / "collections" / "ansible_collections",
+              Path("/usr/share/ansible/collections/ansible_collections")]
+    return [r for r in roots if r.is_dir()]
+
+
+def missing_collections() -> list[str]:
+    """The collections of galaxy.yml that Ansible would not find here."""
+    try:
+        collections = galaxy_dependencies(ROOT)
+    except ImportError:  # no yaml: the bundle brings it, then this is asked again
+        return ["the collections of galaxy.yml"]
+    roots = collection_roots()
+    return [name for name in collections
+            if not any((r / name.replace(".", "/", 1) / "MANIFEST.json").is_file()
+                       for r in roots)]
+
+
+def install_bundle(bundle: Path, site: Path) -> str:
+    """Install the bundle's wheels and collections into ``site`` (where ``site/.bundle.json``
+    says another bundle, or none, was installed) and put it first on ``sys.path``, ``PATH``
+    and ``PYTHONPATH``; returns what was done.
+
+    Raises:
+        BundleError: no bundle, pip failed, or a requirement is not met afterwards (the
+            message names it, and how to make a bundle that meets it).
+    """
+    manifest_file = bundle / MANIFEST
+    if not manifest_file.is_file():
+        raise BundleError(f"no bundle at {bundle} ({MANIFEST} missing): make gpu-bundle on a "
+                         "machine with a package index, and copy gpu-bundle/ beside the checkout")
+    manifest = manifest_file.read_text()
+    stamp = site / ".bundle.json"
+    done = "reused: installed earlier from the same bundle"
+    if not (stamp.is_file() and stamp.read_text() == manifest):
+        if site.exists():
+            shutil.rmtree(site)
+        wheels = sorted((bundle / WHEELS).glob("*.whl"))
+        pip = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile",
+             "--quiet", "--disable-pip-version-check", "--target", str(site),
+             *map(str, wheels)], capture_output=True, text=True)
+        if pip.returncode != 0:
+            lines = [line for line in pip.stderr.splitlines() if line.strip()]
+            raise BundleError(f"pip install of the bundle failed: {' '.join(lines[-2:])}")
+        if (bundle / COLLECTIONS).is_file():
+            with tarfile.open(bundle / COLLECTIONS) as tar:
+                tar.extractall(site, filter="data")
+        stamp.write_text(manifest)
+        done = f"{len(wheels)} wheels and the collections into {site}"
+    activate(site)
+    problems = unmet_requirements(bundle_requirements(json.loads(manifest)["requirements"], site))
+    if problems:
+        raise BundleError("after installing the bundle: " + "; ".join(p for _, p in problems[:5]))
+    return done
+
+
+def activate(site: Path) -> None:
+    """``site`` first on this process's ``sys.path`` and on its children's ``PYTHONPATH``,
+    its scripts (``ansible-playbook``) first on ``PATH``."""
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    os.environ["PATH"] = os.pathsep.join((str(site / "bin"), os.environ.get("PATH", "")))
+
+
+def unmet_requirements(wanted: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each ``(requirement, who needs it)`` that the distributions this Python sees (in
+    ``sys.path`` order: the first of a name counts) do not meet: ``(name, one line why)``.
+
+    Raises:
+        BundleError: ``packaging`` does not import (needed to read the requirements).
+    """
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:
+        raise BundleError("the packaging module does not import: it is needed to check the "
+                         "controller's requirements") from None
+    importlib.invalidate_caches()
+    installed: dict[str, Any] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            installed.setdefault(normalize(name), dist)
+    problems = []
+    for text, who in wanted:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        dist = installed.get(normalize(requirement.name))
+        if dist is None:
+            problems.append((requirement.name, f"{requirement.name} (needed by {who}) is "
+                                               "neither on this node nor in the bundle"))
+        elif not requirement.specifier.contains(dist.version, prereleases=True):
+            problems.append((requirement.name, (
+                f"{requirement.name} {dist.version} does not satisfy {requirement.specifier} "
+                f"(needed by {who}): make the bundle with this node's pip list "
+                "--format=freeze (make gpu-bundle NODE=FILE)")))
+    return problems
+
+
+def bundle_requirements(requirements: list[str], site: Path) -> list[tuple[str, str]]:
+    """The bundle's requirements (the controller's, as the bundle resolved them) and those of
+    every distribution installed in ``site``, each with who needs it."""
+    wanted = [(text, "the controller") for text in requirements]
+    for dist in importlib.metadata.distributions(path=[str(site)]):
+        wanted += [(text, dist.metadata["Name"]) for text in dist.requires or []]
+    return wanted
 
 
 def main(argv: list[str] | None = None) -> int:

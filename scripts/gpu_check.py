@@ -45,7 +45,6 @@ on Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -55,7 +54,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -64,7 +62,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from gpu_bundle import COLLECTIONS, MANIFEST, WHEELS, galaxy_dependencies, normalize  # noqa: E402
+from gpu_bundle import (BundleError, declared_requirements, install_bundle,  # noqa: E402
+                        missing_collections, unmet_requirements)
 
 DEFAULT_WORK = Path("/var/tmp/flagperf-gpu-check")
 #: A part is not started with less time than this left before the deadline (s).
@@ -142,129 +141,6 @@ class Deadline:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
-
-
-# -- install ---------------------------------------------------------------------------------
-
-def collection_roots() -> list[Path]:
-    """Where Ansible finds collections for this Python: ``ansible_collections`` folders on
-    ``sys.path``, then the checkout's ``collections/`` and the user's and system's."""
-    roots = [Path(p) / "ansible_collections" for p in sys.path if p]
-    roots += [ROOT / "collections" / "ansible_collections",
-              Path.home() / ".ansible" / "collections" / "ansible_collections",
-              Path("/usr/share/ansible/collections/ansible_collections")]
-    return [r for r in roots if r.is_dir()]
-
-
-def declared_requirements() -> list[str]:
-    """The controller's requirements: ``pyproject.toml``'s dependencies."""
-    import tomllib
-
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-
-
-def missing_collections() -> list[str]:
-    """The collections of galaxy.yml that Ansible would not find here."""
-    try:
-        collections = galaxy_dependencies(ROOT)
-    except ImportError:  # no yaml: the bundle brings it, then this is asked again
-        return ["the collections of galaxy.yml"]
-    roots = collection_roots()
-    return [name for name in collections
-            if not any((r / name.replace(".", "/", 1) / "MANIFEST.json").is_file()
-                       for r in roots)]
-
-
-def install_bundle(bundle: Path, site: Path) -> str:
-    """Install the bundle's wheels and collections into ``site`` (where ``site/.bundle.json``
-    says another bundle, or none, was installed) and put it first on ``sys.path``, ``PATH``
-    and ``PYTHONPATH``; returns what was done.
-
-    Raises:
-        CheckError: no bundle, pip failed, or a requirement is not met afterwards.
-    """
-    manifest_file = bundle / MANIFEST
-    if not manifest_file.is_file():
-        raise CheckError(f"no bundle at {bundle} ({MANIFEST} missing): make gpu-bundle on a "
-                         "machine with a package index, and copy gpu-bundle/ beside the checkout")
-    manifest = manifest_file.read_text()
-    stamp = site / ".bundle.json"
-    done = "reused: installed earlier from the same bundle"
-    if not (stamp.is_file() and stamp.read_text() == manifest):
-        if site.exists():
-            shutil.rmtree(site)
-        wheels = sorted((bundle / WHEELS).glob("*.whl"))
-        pip = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile",
-             "--quiet", "--disable-pip-version-check", "--target", str(site),
-             *map(str, wheels)], capture_output=True, text=True)
-        if pip.returncode != 0:
-            lines = [line for line in pip.stderr.splitlines() if line.strip()]
-            raise CheckError(f"pip install of the bundle failed: {' '.join(lines[-2:])}")
-        if (bundle / COLLECTIONS).is_file():
-            with tarfile.open(bundle / COLLECTIONS) as tar:
-                tar.extractall(site, filter="data")
-        stamp.write_text(manifest)
-        done = f"{len(wheels)} wheels and the collections into {site}"
-    activate(site)
-    problems = unmet_requirements(bundle_requirements(json.loads(manifest)["requirements"], site))
-    if problems:
-        raise CheckError("after installing the bundle: " + "; ".join(p for _, p in problems[:5]))
-    return done
-
-
-def activate(site: Path) -> None:
-    """``site`` first on this process's ``sys.path`` and on its children's ``PYTHONPATH``,
-    its scripts (``ansible-playbook``) first on ``PATH``."""
-    sys.path.insert(0, str(site))
-    importlib.invalidate_caches()
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    os.environ["PATH"] = os.pathsep.join((str(site / "bin"), os.environ.get("PATH", "")))
-
-
-def unmet_requirements(wanted: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Each ``(requirement, who needs it)`` that the distributions this Python sees (in
-    ``sys.path`` order: the first of a name counts) do not meet: ``(name, one line why)``.
-
-    Raises:
-        CheckError: ``packaging`` does not import (needed to read the requirements).
-    """
-    try:
-        from packaging.requirements import Requirement
-    except ImportError:
-        raise CheckError("the packaging module does not import: it is needed to check the "
-                         "controller's requirements") from None
-    importlib.invalidate_caches()
-    installed: dict[str, Any] = {}
-    for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            installed.setdefault(normalize(name), dist)
-    problems = []
-    for text, who in wanted:
-        requirement = Requirement(text)
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-            continue
-        dist = installed.get(normalize(requirement.name))
-        if dist is None:
-            problems.append((requirement.name, f"{requirement.name} (needed by {who}) is "
-                                               "neither on this node nor in the bundle"))
-        elif not requirement.specifier.contains(dist.version, prereleases=True):
-            problems.append((requirement.name, (
-                f"{requirement.name} {dist.version} does not satisfy {requirement.specifier} "
-                f"(needed by {who}): make the bundle with this node's pip list "
-                "--format=freeze (make gpu-bundle NODE=FILE)")))
-    return problems
-
-
-def bundle_requirements(requirements: list[str], site: Path) -> list[tuple[str, str]]:
-    """The bundle's requirements (the controller's, as the bundle resolved them) and those of
-    every distribution installed in ``site``, each with who needs it."""
-    wanted = [(text, "the controller") for text in requirements]
-    for dist in importlib.metadata.distributions(path=[str(site)]):
-        wanted += [(text, dist.metadata["Name"]) for text in dist.requires or []]
-    return wanted
 
 
 # -- the device ------------------------------------------------------------------------------
@@ -454,7 +330,7 @@ class Check:
             p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
         sys.path.insert(0, str(ROOT / "src"))
         missing = [name for name, _ in unmet_requirements(
-            [(text, "the controller") for text in declared_requirements()])]
+            [(text, "the controller") for text in declared_requirements(ROOT)])]
         missing += missing_collections()
         if not missing:
             self.add(Row("install", "the controller's packages", "passed",
@@ -522,7 +398,8 @@ class Check:
         seconds = time.monotonic() - start
         if stopped or rc != 0 or not output.is_file():
             self.add(Row("training", what, "stopped" if stopped else "failed",
-                         tail(self.work / "logs" / "plain_loop.log"), seconds))
+                         f"deadline reached ({self.args.deadline:g} s)" if stopped
+                         else tail(self.work / "logs" / "plain_loop.log"), seconds))
             return None
         result = json.loads(output.read_text())
         result["seconds"] = seconds
@@ -812,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return Check(args).run()
-    except CheckError as error:
+    except (CheckError, BundleError) as error:
         print(f"gpu check: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

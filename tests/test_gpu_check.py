@@ -10,11 +10,13 @@ install and its requirement check.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -208,24 +210,24 @@ def isolated(monkeypatch):
 def test_the_bundle_installs_offline_and_every_requirement_is_checked(tmp_path, isolated):
     bundle = make_bundle(tmp_path / "good", ["packaging>=20"])
     site = tmp_path / "site"
-    assert gpu_check.install_bundle(bundle, site).startswith("1 wheels and the collections into")
+    assert gpu_bundle.install_bundle(bundle, site).startswith("1 wheels and the collections into")
     import gpucheck_probe
 
     assert gpucheck_probe.VALUE == 42 and Path(gpucheck_probe.__file__).parent.parent == site
     assert os.environ["PYTHONPATH"].split(os.pathsep)[0] == str(site)
-    assert gpu_check.install_bundle(bundle, site).startswith("reused")
+    assert gpu_bundle.install_bundle(bundle, site).startswith("reused")
     # A requirement neither the node nor the bundle meets stops the check in one line.
     broken = make_bundle(tmp_path / "broken", ["no-such-dist>=1", "packaging>=999"])
-    with pytest.raises(gpu_check.CheckError) as raised:
-        gpu_check.install_bundle(broken, tmp_path / "site2")
+    with pytest.raises(gpu_bundle.BundleError) as raised:
+        gpu_bundle.install_bundle(broken, tmp_path / "site2")
     assert str(raised.value) == (
         "after installing the bundle: no-such-dist (needed by gpucheck_probe) is neither on "
         "this node nor in the bundle; packaging "
         f"{__import__('importlib.metadata').metadata.version('packaging')} does not satisfy "
         ">=999 (needed by gpucheck_probe): make the bundle with this node's pip list "
         "--format=freeze (make gpu-bundle NODE=FILE)")
-    with pytest.raises(gpu_check.CheckError, match=r"no bundle at .*: make gpu-bundle on a "):
-        gpu_check.install_bundle(tmp_path / "none", tmp_path / "site3")
+    with pytest.raises(gpu_bundle.BundleError, match=r"no bundle at .*: make gpu-bundle on a "):
+        gpu_bundle.install_bundle(tmp_path / "none", tmp_path / "site3")
 
 
 def test_a_gpu_s_name_chooses_its_datasheet_and_the_gpu_half_s_cases_validate(
@@ -274,3 +276,28 @@ def test_a_gpu_s_name_chooses_its_datasheet_and_the_gpu_half_s_cases_validate(
     batches = mode.val_images // inference["batch_size"] * inference["repeat"]
     assert batches == 104 and 0.99 * (batches - 1) <= batches - 2
     assert contract["target"]["metric"] == "final_acc_gap"
+
+
+def test_the_deadline_stops_a_part_cleanly_and_skips_the_rest(tmp_path, monkeypatch):
+    """A child past the deadline gets its signal and ends; one that ignores it is killed with
+    its process group after the grace; a part with too little time left is skipped."""
+    monkeypatch.setattr(gpu_check, "GRACE", 2.0)
+    handler = ("import signal, sys, time\n"
+               "signal.signal(signal.SIGINT, lambda *a: sys.exit(130))\n"
+               "print('started', flush=True)\ntime.sleep(60)\n")
+    deadline = gpu_check.Deadline(1.0)
+    rc, stopped = gpu_check.run_child([sys.executable, "-c", handler], tmp_path / "a.log",
+                                      deadline, stop_signal=signal.SIGINT)
+    assert (rc, stopped) == (130, True) and deadline.elapsed() < 10
+    assert (tmp_path / "a.log").read_text() == "started\n"
+    stubborn = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "time.sleep(60)\n")
+    rc, stopped = gpu_check.run_child([sys.executable, "-c", stubborn], tmp_path / "b.log",
+                                      gpu_check.Deadline(1.0))
+    assert (rc, stopped) == (-signal.SIGKILL, True)
+    check = gpu_check.Check(argparse.Namespace(deadline=0.0, work=tmp_path, bundle=tmp_path,
+                                               master_port=29500, install_only=False))
+    assert check.time_left("inference", "an engine") is False
+    assert [(r.part, r.status, r.figures) for r in check.rows] == [
+        ("inference", "skipped", "deadline reached (0 s)")]
+    assert not check.failed
