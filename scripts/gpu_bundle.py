@@ -349,7 +349,7 @@ def install_bundle(bundle: Path, site: Path) -> str:
     manifest_file = bundle / MANIFEST
     if not manifest_file.is_file():
         raise BundleError(f"no bundle at {bundle} ({MANIFEST} missing): make gpu-bundle on a "
-                         "machine with a package index, and copy gpu-bundle/ beside the checkout")
+                          "machine with a package index, and copy gpu-bundle/ beside the checkout")
     manifest = manifest_file.read_text()
     stamp = site / ".bundle.json"
     done = "reused: installed earlier from the same bundle"
@@ -397,7 +397,7 @@ def unmet_requirements(wanted: list[tuple[str, str]]) -> list[tuple[str, str]]:
         from packaging.requirements import Requirement
     except ImportError:
         raise BundleError("the packaging module does not import: it is needed to check the "
-                         "controller's requirements") from None
+                          "controller's requirements") from None
     importlib.invalidate_caches()
     installed: dict[str, Any] = {}
     for dist in importlib.metadata.distributions():
