@@ -1,5 +1,14 @@
 """A case's convergence target: the metric it trains for, the value to reach, and which way is
-better (top-1 accuracy rises to a target, a validation loss falls to one)."""
+better (top-1 accuracy rises to a target, a validation loss falls to one); and the baselines a
+profile's target must clear to mean that something was learned.
+
+Baselines (``evaluate_baselines`` in the effective configuration, which a profile with a
+``baselines`` block sets): the metric of the model as built, before its first update
+(``untrained_<metric>``), and of the best predictor that ignores the input, from the case's own
+data (``blind_<metric>``: the most frequent training class or token, the mean training frame,
+the prior over answer positions...). Both go into FINISHED; a round whose target either of them
+already meets fails (``flagperf_ansible.config.suites.round_verdict``): the target would pass
+a training loop that never updates the weights, or a model that ignores its input."""
 
 from __future__ import annotations
 
@@ -42,3 +51,15 @@ class Target:
     def finished_figures(self, final: float | None) -> dict[str, Any]:
         """``{"final_<metric>": final, "target_<metric>": value}`` for the FINISHED event."""
         return {f"final_{self.metric}": final, f"target_{self.metric}": float(self.value)}
+
+
+#: The configuration key that asks for the baselines (a profile's ``baselines`` block sets it).
+EVALUATE_BASELINES = "evaluate_baselines"
+
+
+def baseline_figures(target: Target, untrained: float | None,
+                     blind: float | None) -> dict[str, Any]:
+    """``{"untrained_<metric>": untrained, "blind_<metric>": blind}`` for FINISHED (see the
+    module docstring); a None value is left out."""
+    figures = {f"untrained_{target.metric}": untrained, f"blind_{target.metric}": blind}
+    return {key: float(value) for key, value in figures.items() if value is not None}

@@ -20,14 +20,18 @@ What the trainer does, per rank (launched by torchrun, or alone):
   ``stop_at_target``;
 * FINISHED with ``driver.finished.RoundClock``'s figures, ``converged``, ``final_<metric>``,
   ``target_<metric>``, ``epochs``, ``global_steps`` and ``world_size``; then the process group
-  is left cleanly (``driver.dist.shutdown``, the DDP model deleted first).
+  is left cleanly (``driver.dist.shutdown``, the DDP model deleted first);
+* with ``evaluate_baselines`` (a profile's baselines, ``driver.convergence``): the model as
+  built evaluated between INIT_END and TRAIN_START (an EVALUATE at step 0, ``untrained``), and
+  the case's input-blind predictor scored after training; both in FINISHED.
 
 Configuration keys it reads (the case's effective configuration): ``train_batch_size`` and
 ``eval_batch_size`` (per process), at least one of ``epochs``/``max_steps``/``max_samples``
 (0 or absent: no limit), and optionally ``precision`` (fp32), ``gradient_accumulation_steps``
 (1), ``eval_interval_samples`` (0: every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
-``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device), and
-``clip_grad_norm`` (none; read by the default ``backward`` hook).
+``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device),
+``clip_grad_norm`` (none; read by the default ``backward`` hook) and ``evaluate_baselines``
+(false).
 """
 
 from __future__ import annotations
@@ -44,9 +48,9 @@ import torch
 
 from driver import dist, perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
-from driver.convergence import Target
+from driver.convergence import EVALUATE_BASELINES, Target, baseline_figures
 from driver.finished import RoundClock
-from driver.training_loop import LoopSettings, config_count
+from driver.training_loop import LoopSettings, config_count, log_untrained
 from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hooks
 
 #: ``precision`` values and the dtype autocast runs in (None: no autocast). ``amp`` is bf16,
@@ -131,6 +135,10 @@ class TrainingCase:
             ``count(batch)`` gives a training batch's units; FINISHED then has
             ``num_trained_<name>``, ``p_*`` in ``<name>``/s and ``p_train_samples``
             (``driver.finished``). None: samples.
+        input_blind: ``(model) -> metric`` of the best predictor that ignores the input, from
+            the case's data (``driver.convergence``), called after training with the trained
+            model in eval mode (a metric that reads the model's own embeddings needs it);
+            required with ``evaluate_baselines``.
     """
 
     train_set: torch.utils.data.Dataset
@@ -149,6 +157,7 @@ class TrainingCase:
     eval_collate_fn: Callable[[list], Batch] | None = None
     finished_figures: Callable[[], Mapping[str, Any]] | None = None
     units: tuple[str, Callable[[Batch], int]] | None = None
+    input_blind: Callable[[torch.nn.Module], float] | None = None
 
 
 @dataclass
@@ -320,6 +329,9 @@ class Trainer:
     def fit(self, case: TrainingCase) -> int:
         """Train ``case`` to its end, write FINISHED, leave the process group; returns the exit
         status (0: training ran to its end, converged or not)."""
+        if self.settings.evaluate_baselines and case.input_blind is None:
+            raise ValueError(f"config {EVALUATE_BASELINES}: the case has no input-blind "
+                             "predictor to score")
         train_loader, sampler, val_loader = self._loaders(case)
         model, optimizer = self._prepare_model(case)
         plan = self._plan(len(train_loader))
@@ -328,17 +340,27 @@ class Trainer:
                   if self.settings.precision == "fp16" else None)
         self.clock.mark_init_end()
         self.log.log(perflog.INIT_END)
+        untrained = None
+        if self.settings.evaluate_baselines:
+            untrained = self._score(case, model, val_loader)
+            log_untrained(self.log, case.target, untrained)
 
         progress = self._train(case, model, optimizer, scheduler, scaler, train_loader, sampler,
                                val_loader)
         num_trained_samples, num_trained_units = dist.all_reduce_sum(
             [progress.samples, progress.units], self.info)
         units = (case.units[0], int(num_trained_units)) if case.units else None
+        baselines = {}
+        if self.settings.evaluate_baselines:
+            model.eval()
+            with torch.no_grad():
+                blind = float(case.input_blind(model))
+            baselines = baseline_figures(case.target, untrained, blind)
         self.log.log(perflog.FINISHED, self.clock.finished(
             int(num_trained_samples), progress.converged, units,
             **case.target.finished_figures(progress.metric),
-            **(case.finished_figures() if case.finished_figures else {}), epochs=progress.epoch,
-            global_steps=progress.steps, world_size=self.info.world_size))
+            **(case.finished_figures() if case.finished_figures else {}), **baselines,
+            epochs=progress.epoch, global_steps=progress.steps, world_size=self.info.world_size))
         # DDP's C++ Reducer holds the process group: left to be freed later, it would free the
         # group with the GIL held, which can deadlock with gloo's threads (driver.dist.shutdown).
         del model, optimizer, scheduler
@@ -421,19 +443,24 @@ class Trainer:
             return model.no_sync()
         return contextlib.nullcontext()
 
+    def _score(self, case: TrainingCase, model, loader) -> float:
+        """The case's metric over the validation set: its evaluation over this rank's shard,
+        summed over ranks (the model left in training mode)."""
+        model.eval()
+        sums = dict.fromkeys(case.eval_sum_names, 0.0)
+        with torch.no_grad(), self.autocast():
+            for batch in loader:
+                for name, value in case.eval_sums(model, to_device(batch, self.device)).items():
+                    sums[name] += float(value)
+        totals = dist.all_reduce_sum(list(sums.values()), self.info)
+        model.train()
+        return case.eval_metric(dict(zip(sums, totals)))
+
     def _evaluate(self, case: TrainingCase, model, loader, state: Progress) -> None:
-        """Run the case's evaluation over this rank's validation shard, sum over ranks, and
-        record the metric (EVALUATE); charged to evaluation time."""
+        """Score the model (``_score``) and record the metric (EVALUATE); charged to
+        evaluation time."""
         with self.clock.evaluation():
-            model.eval()
-            sums = dict.fromkeys(case.eval_sum_names, 0.0)
-            with torch.no_grad(), self.autocast():
-                for batch in loader:
-                    for name, value in case.eval_sums(model, to_device(batch, self.device)).items():
-                        sums[name] += float(value)
-            totals = dist.all_reduce_sum(list(sums.values()), self.info)
-            model.train()
-            metric = case.eval_metric(dict(zip(sums, totals)))
+            metric = self._score(case, model, loader)
         state.metric = metric
         state.converged = case.target.reached(metric)
         state.evaluated_at_step = state.steps

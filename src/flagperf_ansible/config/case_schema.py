@@ -373,10 +373,27 @@ class StandardConfig(_Strict):
         return value
 
 
+#: The configuration key a profile's baselines set for the driver (benchmarks/driver/
+#: convergence.py reads it under the same name).
+EVALUATE_BASELINES = "evaluate_baselines"
+
+
+class Baselines(_Strict):
+    """A profile's check that its target means learning (``driver.convergence``): its rounds
+    score the untrained model and the best input-blind predictor, and the target must clear
+    both by several times ``spread``, the metric's run-to-run spread at the target, in its
+    unit, measured or derived as ``basis`` says."""
+
+    spread: float = Field(gt=0, allow_inf_nan=False)
+    basis: str = Field(min_length=1)
+
+
 class ProfileInfo(_Strict):
     description: str = Field(min_length=1)
     #: What the profile shrinks against the standard configuration (empty: nothing).
     reduced: list[Literal[REDUCTIONS]] = []
+    #: A training profile's baselines; its rounds then set the trainer's evaluate_baselines.
+    baselines: Baselines | None = None
 
 
 class ProfileConfig(_Strict):

@@ -33,7 +33,8 @@ from pydantic import BaseModel
 
 from flagperf_ansible.config import inference_config
 from flagperf_ansible.config.base_config import check_base_params
-from flagperf_ansible.config.case_schema import CaseFile, ProfileConfig, StandardConfig, formula_keys
+from flagperf_ansible.config.case_schema import EVALUATE_BASELINES, CaseFile, ProfileConfig, \
+    StandardConfig, formula_keys
 from flagperf_ansible.config.casespec import CaseSpec
 from flagperf_ansible.config.errors import ConfigError, raise_first
 from flagperf_ansible.config.suites import suite as suite_of
@@ -198,12 +199,14 @@ def list_cases(project: Path) -> list[CaseDef]:
 def profile_of(project: Path, case: CaseDef, hardware: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The case's profile for ``hardware``: ``(label, params)``, or None when it has none.
 
-    ``label`` is ``{name, standard: False, description, reduced, checkpoint}``, what results
-    show (``checkpoint``: the profile's own initial checkpoint, or None).
+    ``label`` is ``{name, standard: False, description, reduced, checkpoint, baselines}``, what
+    results show (``checkpoint``: the profile's own initial checkpoint, or None; ``baselines``:
+    ``{spread, basis}`` or None). A profile with baselines also sets the driver's
+    ``evaluate_baselines`` in ``params``.
 
     Raises:
-        ConfigError: the profile is malformed, names a key that is not a parameter, or
-        changes a fixed key.
+        ConfigError: the profile is malformed, names a key that is not a parameter, changes a
+        fixed key, or gives baselines to a case that does not train.
     """
     path = case.directory / "config" / f"{hardware}.yaml"
     if hardware in NOT_PROFILES or not path.is_file():
@@ -217,10 +220,20 @@ def profile_of(project: Path, case: CaseDef, hardware: str) -> tuple[dict[str, A
         if key in case.standard.fixed:
             raise ConfigError("a fixed key of this case (config/standard.yaml 'fixed'): no "
                               "profile changes it", shown, f"params.{key}")
+    baselines = profile.profile.baselines
     label = {"name": hardware, "standard": False, "description": profile.profile.description,
              "reduced": list(profile.profile.reduced),
-             "checkpoint": profile.checkpoint.model_dump() if profile.checkpoint else None}
-    return label, dict(profile.params)
+             "checkpoint": profile.checkpoint.model_dump() if profile.checkpoint else None,
+             "baselines": baselines.model_dump() if baselines else None}
+    params = dict(profile.params)
+    if baselines:
+        if case.suite != "training":
+            raise ConfigError("baselines are a training profile's (the untrained model and an "
+                              "input-blind predictor scored against the target)", shown,
+                              "profile.baselines")
+        # The driver's key (driver/convergence.py), not a case parameter.
+        params[EVALUATE_BASELINES] = True
+    return label, params
 
 
 def vendor_overrides(project: Path, case: CaseDef, path: Path,
