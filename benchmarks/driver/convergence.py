@@ -13,8 +13,9 @@ a training loop that never updates the weights, or a model that ignores its inpu
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Hashable, Iterable
 
 
 @dataclass(frozen=True)
@@ -63,3 +64,20 @@ def baseline_figures(target: Target, untrained: float | None,
     module docstring); a None value is left out."""
     figures = {f"untrained_{target.metric}": untrained, f"blind_{target.metric}": blind}
     return {key: float(value) for key, value in figures.items() if value is not None}
+
+
+def majority_share(train_labels: Iterable[Hashable], val_labels: Iterable[Hashable]) -> float:
+    """The accuracy (0..1) of always predicting the most frequent training label (of the
+    most frequent, the smallest): the share of ``val_labels`` equal to it. Labels are class
+    indices, token ids, answer positions... 0.0 for an empty validation set.
+
+    Raises:
+        ValueError: no training labels.
+    """
+    counts = Counter(train_labels)
+    if not counts:
+        raise ValueError("no training labels to count")
+    top = max(counts.values())
+    majority = min(label for label, count in counts.items() if count == top)
+    val = list(val_labels)
+    return sum(label == majority for label in val) / len(val) if val else 0.0
