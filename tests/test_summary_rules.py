@@ -196,6 +196,38 @@ def test_a_target_met_without_learning_fails_the_round(tmp_path):
         ("passed", "")]                    # a standard configuration scores no baselines
 
 
+def test_a_further_target_must_be_met_and_learning_shown_on_one_target_at_least(tmp_path):
+    """A case's ``also_targets`` (here a validation loss beside the accuracy), in effect where
+    the round had it (``target_loss`` in FINISHED): the round passes only with both met, and is
+    met without learning only when a baseline meets both."""
+    contract = {**TRAINING,
+                "metrics": {**TRAINING["metrics"],
+                            "final_loss": {"direction": "lower", "unit": "nats",
+                                           "description": "validation loss"}},
+                "also_targets": [{"metric": "final_loss", "comparison": "<=",
+                                  "config_key": "target_loss"}]}
+
+    def trained(loss, **baselines):
+        return {"e2e_time": 10.0, "converged": True, "final_acc1": 91.0, "target_acc1": 90.0,
+                **({"final_loss": loss, "target_loss": 2.0} if loss is not None else {}),
+                **baselines}
+
+    make_suite_run(tmp_path, contract, [
+        trained(1.5, untrained_acc1=95.0, untrained_loss=7.6, blind_acc1=50.0, blind_loss=6.4),
+        trained(2.5), trained(None, untrained_acc1=95.0),
+        trained(1.5, untrained_acc1=95.0, untrained_loss=1.9)])
+    rounds = [json.loads((tmp_path / f"{CASE}/round{n}/round.json").read_text())
+              for n in (1, 2, 3, 4)]
+    assert [(r["status"], r["reason"]) for r in rounds] == [
+        ("passed", ""),
+        ("failed", "claims converged, but final_loss 2.5 is not <= its target"),
+        # without target_loss the round had the accuracy's target alone
+        ("failed", "the target is met without learning: the untrained model scores acc1 95 "
+                   "(target >= 90)"),
+        ("failed", "the target is met without learning: the untrained model scores acc1 95 "
+                   "(target >= 90), loss 1.9 (target <= 2)")]
+
+
 def test_an_inference_round_whose_outputs_were_not_compared_fails(tmp_path):
     make_suite_run(tmp_path, INFERENCE, [inference(8.5, target_output_rel_error=0.05),
                                          inference(8.5, target_output_rel_error=0.05,

@@ -134,6 +134,42 @@ def test_baselines_score_the_model_as_built_and_the_input_blind_predictor():
     assert [v["global_steps"] for v in values(events, "EVALUATE")] == [0, 8, 16, 24]
 
 
+def test_a_further_target_must_be_reached_too_and_gets_its_own_baselines():
+    """``TrainingCase.also``: an evaluation giving several figures (here the mean squared and
+    the mean absolute error) converges when every target is reached; each figure goes into
+    EVALUATE and FINISHED, each target's baselines into FINISHED."""
+    case = Regression(target=Target("mse", 10.0, higher_is_better=False)).case
+
+    def eval_sums(model, batch):
+        error = model(batch[0]).float() - batch[1]
+        return {"squared_error": float((error ** 2).sum()),
+                "absolute_error": float(error.abs().sum()), "count": len(batch[1])}
+
+    case.eval_sum_names = ("squared_error", "absolute_error", "count")
+    case.eval_sums = eval_sums
+    case.eval_metric = lambda sums: {"mse": sums["squared_error"] / sums["count"],
+                                     "mae": sums["absolute_error"] / sums["count"]}
+    case.also = (Target("mae", 0.3, higher_is_better=False),)
+    case.input_blind = lambda model: {"mse": 5.0, "mae": 1.5}
+    events = train({"max_steps": 40, "eval_interval_samples": 64, "stop_at_target": True,
+                    "evaluate_baselines": True}, case)
+    evaluations = values(events, "EVALUATE")
+    assert [set(v) for v in evaluations] == [{"epoch", "global_steps", "mse", "mae", "untrained"}] \
+        + [{"epoch", "global_steps", "mse", "mae"}] * (len(evaluations) - 1)
+    # The first target alone is met long before the run stops: at the first evaluation whose
+    # absolute error is at most 0.3, not before.
+    assert evaluations[1]["mse"] <= 10.0 and evaluations[1]["mae"] > 0.3
+    stop = next(i for i, v in enumerate(evaluations[1:], 1) if v["mae"] <= 0.3)
+    assert stop == len(evaluations) - 1
+    done = finished(events)
+    assert done["converged"] is True
+    assert (done["final_mse"], done["final_mae"]) == (evaluations[-1]["mse"],
+                                                       evaluations[-1]["mae"])
+    assert (done["target_mse"], done["target_mae"]) == (10.0, 0.3)
+    assert (done["untrained_mae"], done["blind_mae"], done["blind_mse"]) == (
+        evaluations[0]["mae"], 1.5, 5.0)
+
+
 def test_baselines_need_the_cases_input_blind_predictor():
     with pytest.raises(ValueError, match="evaluate_baselines: the case has no input-blind"):
         train({"max_steps": 1, "evaluate_baselines": True}, Regression().case)

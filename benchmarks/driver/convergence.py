@@ -8,14 +8,19 @@ Baselines (``evaluate_baselines`` in the effective configuration, which a profil
 data (``blind_<metric>``: the most frequent training class or token, the mean training frame,
 the prior over answer positions...). Both go into FINISHED; a round whose target either of them
 already meets fails (``flagperf_ansible.config.suites.round_verdict``): the target would pass
-a training loop that never updates the weights, or a model that ignores its input."""
+a training loop that never updates the weights, or a model that ignores its input.
+
+Further targets (a case's ``also_targets``, e.g. a profile's validation loss beside the case's
+metric where that metric alone cannot tell learning): convergence needs every target; an
+evaluation then gives a figure per metric (:func:`as_figures`), and the baselines are scored
+for each target."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterable
+from typing import Any, Hashable, Iterable, Mapping
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,26 @@ def baseline_figures(target: Target, untrained: float | None,
     module docstring); a None value is left out."""
     figures = {f"untrained_{target.metric}": untrained, f"blind_{target.metric}": blind}
     return {key: float(value) for key, value in figures.items() if value is not None}
+
+
+def as_figures(target: Target, value: float | Mapping[str, float] | None) -> dict[str, float]:
+    """An evaluation's result as ``{metric: value}``: a number (or None) is ``target``'s
+    metric's; a mapping (a case with further targets, or more figures to report) is copied.
+
+    Raises:
+        ValueError: a mapping without ``target``'s metric.
+    """
+    if not isinstance(value, Mapping):
+        return {target.metric: value}
+    if target.metric not in value:
+        raise ValueError(f"the evaluation gives {', '.join(value) or 'no figure'}, not the "
+                         f"target's {target.metric}")
+    return dict(value)
+
+
+def all_reached(targets: Iterable[Target], figures: Mapping[str, float | None]) -> bool:
+    """Whether every target is reached by its metric in ``figures`` (a missing one is not)."""
+    return all(target.reached(figures.get(target.metric)) for target in targets)
 
 
 def majority_share(train_labels: Iterable[Hashable], val_labels: Iterable[Hashable]) -> float:

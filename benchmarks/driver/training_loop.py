@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from driver import perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
-from driver.convergence import EVALUATE_BASELINES, Target, baseline_figures
+from driver.convergence import EVALUATE_BASELINES, Target, as_figures, baseline_figures
 from driver.finished import RoundClock
 
 #: Where each launcher puts a process's rank and the number of processes, in the order looked
@@ -186,9 +186,11 @@ class Progress:
     untrained: float | None = None
 
 
-def log_untrained(log: perflog.PerfLogger, target: Target, metric: float) -> None:
-    """The EVALUATE event of the model as built: step 0, marked ``untrained``."""
-    log.log(perflog.EVALUATE, {"epoch": 0, "global_steps": 0, target.metric: metric,
+def log_untrained(log: perflog.PerfLogger, target: Target,
+                  value: float | Mapping[str, float]) -> None:
+    """The EVALUATE event of the model as built: step 0, its metric (or figures,
+    ``driver.convergence.as_figures``), marked ``untrained``."""
+    log.log(perflog.EVALUATE, {"epoch": 0, "global_steps": 0, **as_figures(target, value),
                                "untrained": True})
 
 

@@ -23,7 +23,9 @@ What the trainer does, per rank (launched by torchrun, or alone):
   is left cleanly (``driver.dist.shutdown``, the DDP model deleted first);
 * with ``evaluate_baselines`` (a profile's baselines, ``driver.convergence``): the model as
   built evaluated between INIT_END and TRAIN_START (an EVALUATE at step 0, ``untrained``), and
-  the case's input-blind predictor scored after training; both in FINISHED.
+  the case's input-blind predictor scored after training; both in FINISHED;
+* a case with further targets (``TrainingCase.also``) converges when every target is reached;
+  each evaluation's figures go into EVALUATE, the last one's into FINISHED as ``final_<name>``.
 
 Configuration keys it reads (the case's effective configuration): ``train_batch_size`` and
 ``eval_batch_size`` (per process), at least one of ``epochs``/``max_steps``/``max_samples``
@@ -48,7 +50,8 @@ import torch
 
 from driver import dist, perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
-from driver.convergence import EVALUATE_BASELINES, Target, baseline_figures
+from driver.convergence import EVALUATE_BASELINES, Target, all_reached, as_figures, \
+    baseline_figures
 from driver.finished import RoundClock
 from driver.training_loop import LoopSettings, config_count, log_untrained
 from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hooks
@@ -117,7 +120,10 @@ class TrainingCase:
         eval_sum_names: the sums ``eval_sums`` returns, the same on every rank.
         eval_sums: ``(model, batch) -> {name: number}`` over one validation batch (e.g.
             correct predictions and samples), summed over batches and ranks.
-        eval_metric: ``(sums) -> metric value`` from the totals (e.g. top-1 in %).
+        eval_metric: ``(sums) -> metric value`` from the totals (e.g. top-1 in %), or
+            ``{name: value}`` of several figures: the target's metric, the metrics of ``also``
+            and any other figure to report (each goes into EVALUATE and, from the last
+            evaluation, into FINISHED as ``final_<name>``).
         target: the convergence target; ``target.metric`` names the FINISHED keys.
         create_scheduler: ``(optimizer, plan) -> LRScheduler`` stepped once per update, or None.
         model_info: more figures for the CONVERT_MODEL event (e.g. the number of labels).
@@ -137,8 +143,13 @@ class TrainingCase:
             (``driver.finished``). None: samples.
         input_blind: ``(model) -> metric`` of the best predictor that ignores the input, from
             the case's data (``driver.convergence``), called after training with the trained
-            model in eval mode (a metric that reads the model's own embeddings needs it);
-            required with ``evaluate_baselines``.
+            model in eval mode (a metric that reads the model's own embeddings needs it), or
+            ``{metric: value}`` for the target's and ``also``'s metrics; required with
+            ``evaluate_baselines``.
+        also: further targets that convergence needs as well (e.g. a profile's target on the
+            validation loss, beside a metric that cannot tell learning alone), their metrics
+            among ``eval_metric``'s figures; FINISHED has their ``target_<metric>`` and, with
+            ``evaluate_baselines``, their baselines.
     """
 
     train_set: torch.utils.data.Dataset
@@ -157,12 +168,14 @@ class TrainingCase:
     eval_collate_fn: Callable[[list], Batch] | None = None
     finished_figures: Callable[[], Mapping[str, Any]] | None = None
     units: tuple[str, Callable[[Batch], int]] | None = None
-    input_blind: Callable[[torch.nn.Module], float] | None = None
+    input_blind: Callable[[torch.nn.Module], float | Mapping[str, float]] | None = None
+    also: tuple[Target, ...] = ()
 
 
 @dataclass
 class Progress:
-    """Where training stands (samples are this rank's; ``metric`` the last evaluation's)."""
+    """Where training stands (samples are this rank's; ``metric`` the target's in the last
+    evaluation, ``figures`` all of that evaluation's)."""
 
     epoch: int = 0
     steps: int = 0
@@ -172,6 +185,7 @@ class Progress:
     units: int = 0
     pending_units: int = 0
     metric: float | None = None
+    figures: dict[str, float] = field(default_factory=dict)
     converged: bool = False
     evaluated_at_step: int = -1
     next_eval_samples: int = 0
@@ -340,7 +354,7 @@ class Trainer:
                   if self.settings.precision == "fp16" else None)
         self.clock.mark_init_end()
         self.log.log(perflog.INIT_END)
-        untrained = None
+        untrained = {}
         if self.settings.evaluate_baselines:
             untrained = self._score(case, model, val_loader)
             log_untrained(self.log, case.target, untrained)
@@ -350,16 +364,21 @@ class Trainer:
         num_trained_samples, num_trained_units = dist.all_reduce_sum(
             [progress.samples, progress.units], self.info)
         units = (case.units[0], int(num_trained_units)) if case.units else None
-        baselines = {}
+        # The last evaluation's figures, then each target's (its final value and target).
+        figures = {f"final_{name}": value for name, value in progress.figures.items()}
+        for target in (case.target, *case.also):
+            figures.update(target.finished_figures(progress.figures.get(target.metric)))
         if self.settings.evaluate_baselines:
             model.eval()
             with torch.no_grad():
-                blind = float(case.input_blind(model))
-            baselines = baseline_figures(case.target, untrained, blind)
+                blind = as_figures(case.target, case.input_blind(model))
+            for target in (case.target, *case.also):
+                figures.update(baseline_figures(target, untrained.get(target.metric),
+                                                blind.get(target.metric)))
+        if case.finished_figures:
+            figures.update(case.finished_figures())
         self.log.log(perflog.FINISHED, self.clock.finished(
-            int(num_trained_samples), progress.converged, units,
-            **case.target.finished_figures(progress.metric),
-            **(case.finished_figures() if case.finished_figures else {}), **baselines,
+            int(num_trained_samples), progress.converged, units, **figures,
             epochs=progress.epoch, global_steps=progress.steps, world_size=self.info.world_size))
         # DDP's C++ Reducer holds the process group: left to be freed later, it would free the
         # group with the GIL held, which can deadlock with gloo's threads (driver.dist.shutdown).
@@ -443,9 +462,10 @@ class Trainer:
             return model.no_sync()
         return contextlib.nullcontext()
 
-    def _score(self, case: TrainingCase, model, loader) -> float:
-        """The case's metric over the validation set: its evaluation over this rank's shard,
-        summed over ranks (the model left in training mode)."""
+    def _score(self, case: TrainingCase, model, loader) -> dict[str, float]:
+        """The case's figures over the validation set (``{metric: value}``, the target's metric
+        among them): its evaluation over this rank's shard, summed over ranks (the model left
+        in training mode)."""
         model.eval()
         sums = dict.fromkeys(case.eval_sum_names, 0.0)
         with torch.no_grad(), self.autocast():
@@ -454,16 +474,17 @@ class Trainer:
                     sums[name] += float(value)
         totals = dist.all_reduce_sum(list(sums.values()), self.info)
         model.train()
-        return case.eval_metric(dict(zip(sums, totals)))
+        return as_figures(case.target, case.eval_metric(dict(zip(sums, totals))))
 
     def _evaluate(self, case: TrainingCase, model, loader, state: Progress) -> None:
-        """Score the model (``_score``) and record the metric (EVALUATE); charged to
+        """Score the model (``_score``) and record its figures (EVALUATE); charged to
         evaluation time."""
         with self.clock.evaluation():
-            metric = self._score(case, model, loader)
-        state.metric = metric
-        state.converged = case.target.reached(metric)
+            figures = self._score(case, model, loader)
+        state.figures = figures
+        state.metric = figures[case.target.metric]
+        state.converged = all_reached((case.target, *case.also), figures)
         state.evaluated_at_step = state.steps
         self.log.log(perflog.EVALUATE, {"epoch": state.epoch, "global_steps": state.steps,
-                                        case.target.metric: metric})
+                                        **figures})
 

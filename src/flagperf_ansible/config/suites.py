@@ -2,9 +2,11 @@
 
 A suite decides (DESIGN.md "suite"):
 
-* the pass rule of a round (``round_verdict``): training converges to its target, which
-  neither the untrained model nor an input-blind predictor meets where the round scored them
-  (a profile's baselines, ``untrained_<metric>`` and ``blind_<metric>``), inference
+* the pass rule of a round (``round_verdict``): training converges to its target (and to
+  each of its further targets in effect, ``also_targets``), which neither the untrained model
+  nor an input-blind predictor meets where the round scored them (a profile's baselines,
+  ``untrained_<metric>`` and ``blind_<metric>``; with further targets: meets them all),
+  inference
   ran, its accuracy is within its bound and its engine's outputs are the framework's (within
   ``target_output_rel_error``), base ran and reported every figure it declares
   (or why the device cannot measure it, FINISHED ``not_measured``),
@@ -121,6 +123,14 @@ def target_met(finished: Mapping[str, Any], target: Mapping[str, Any],
     return value >= goal if target["comparison"] == ">=" else value <= goal
 
 
+def training_targets(finished: Mapping[str, Any], contract: Mapping[str, Any]) -> list[Mapping]:
+    """A training round's targets: the contract's ``target``, then each of its
+    ``also_targets`` that the round had (its ``target_<metric>`` is in FINISHED)."""
+    targets = [contract["target"]] if contract.get("target") else []
+    return targets + [t for t in contract.get("also_targets") or ()
+                      if as_number(finished.get(f"target_{metric_name(t)}")) is not None]
+
+
 def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
                   contract: Mapping[str, Any] | None) -> tuple[bool, str]:
     """``(passed, reason)`` for a round that ran to FINISHED, by its suite's rule.
@@ -128,8 +138,9 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
     Args:
         suite_name: the case's suite.
         finished: rank 0's FINISHED value.
-        contract: the plan's ``contract`` of the case (``target``, ``metrics``), or None for
-            FlagPerf's folders, where only the case's ``converged`` claim is known.
+        contract: the plan's ``contract`` of the case (``target``, ``also_targets``,
+            ``metrics``), or None for FlagPerf's folders, where only the case's ``converged``
+            claim is known.
     """
     name = suite_name or "training"
     contract = contract or {}
@@ -137,15 +148,19 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
     if name == "training":
         if finished.get("converged") is not True:
             return False, "did not converge to its target"
-        if target and target_met(finished, target) is False:
-            return False, (f"claims converged, but {target['metric']} {finished.get(target['metric'])} "
-                           f"is not {target['comparison']} its target")
+        targets = training_targets(finished, contract)
+        for one in targets:
+            if target_met(finished, one) is False:
+                return False, (f"claims converged, but {one['metric']} "
+                               f"{finished.get(one['metric'])} is not {one['comparison']} its "
+                               "target")
         for prefix, who in BASELINES.items():
-            if target and target_met(finished, target, prefix):
-                name = metric_name(target)
-                return False, (f"the target is met without learning: {who} scores {name} "
-                               f"{finished[f'{prefix}_{name}']:.4g} (target {target['comparison']} "
-                               f"{finished[f'target_{name}']:.4g})")
+            if targets and all(target_met(finished, one, prefix) for one in targets):
+                scores = ", ".join(
+                    f"{metric_name(one)} {finished[f'{prefix}_{metric_name(one)}']:.4g} (target "
+                    f"{one['comparison']} {finished[f'target_{metric_name(one)}']:.4g})"
+                    for one in targets)
+                return False, (f"the target is met without learning: {who} scores {scores}")
         return True, ""
     if name == "inference":
         ran = [p for p in finished.get("paths_run") or () if p in INFERENCE_PATHS]
