@@ -15,7 +15,7 @@ import psutil
 import pytest
 import yaml
 
-from case_model import case_module, torch_finished_keys
+from case_model import case_config, case_model, case_module, torch_finished_keys
 from flagperf_ansible.results.perflog import parse_rank_log
 from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE
 
@@ -175,16 +175,19 @@ def check_paddle_round(run_dir: Path) -> None:
     """bert-paddle's cpu round (the pytorch bert case's shards and converted checkpoint on
     paddle): the pytorch case's events and FINISHED keys, paddle's AdamW at the profile's rate,
     the learning rate after 16 of the 20 warmup updates (FlagPerf's LinearWarmupPolyDecay) and
-    the MLM accuracy target reached, 16 sequences an update."""
+    the MLM accuracy target reached, 16 sequences an update; the model the pytorch case's of
+    the same configuration, parameter for parameter."""
     _, log, config, finished = framework_round(run_dir, "bert-paddle-cpux1x1", "AdamW",
                                                "mlm_accuracy", 16)
     convert = next(e["value"] for e in log if e["event"] == "CONVERT_MODEL")
-    assert convert["parameters"] == 1_024_514 and convert["train_samples"] == 1024
+    torch_model = case_model("bert").build_model(case_config("bert", "cpu", "paddle"))
+    assert convert["parameters"] == sum(p.numel() for p in torch_model.parameters())
+    assert convert["train_samples"] == 1024
     step = next(e["value"] for e in log if e["event"] == "STEP_END")
     assert step["global_steps"] == 16
     assert step["learning_rate"] == pytest.approx(config["learning_rate"] * 16 / 20)
     assert finished["converged"] is True
-    assert finished["final_mlm_accuracy"] >= finished["target_mlm_accuracy"] == 0.04
+    assert finished["final_mlm_accuracy"] >= finished["target_mlm_accuracy"] == 0.07
 
 
 SWEEPS = ("interconnect-h2d", "interconnect-d2h", "interconnect-P2P_intraserver",
