@@ -288,7 +288,7 @@ def test_the_deadline_stops_a_part_cleanly_and_skips_the_rest(tmp_path, monkeypa
     deadline = gpu_check.Deadline(1.0)
     rc, stopped = gpu_check.run_child([sys.executable, "-c", handler], tmp_path / "a.log",
                                       deadline, stop_signal=signal.SIGINT)
-    assert (rc, stopped) == (130, True) and deadline.elapsed() < 10
+    assert (rc, stopped) == (130, True)       # its handler's status: the signal reached it
     assert (tmp_path / "a.log").read_text() == "started\n"
     stubborn = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                 "time.sleep(60)\n")
