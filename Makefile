@@ -1,10 +1,11 @@
 # Quickstart: `make run` (the main job on the local inventory), `make test` (the test suite).
-# Each installs what it needs into .venv first.
+# Each installs what it needs into .venv first. `make gpu-bundle` (on a connected machine) and
+# `make gpu-check` (on a one-GPU node, its own Python and torch): README "The GPU check".
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install data
+.PHONY: run test install data gpu-check gpu-bundle
 
 install: $(VENV)/.installed
 
@@ -33,3 +34,15 @@ run: install data
 
 test: install data
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q
+
+# The GPU check runs in the node's own Python (its torch; no .venv there): the controller's
+# packages it lacks come from gpu-bundle/, which gpu-bundle writes for that Python (3.12) from
+# this checkout's .venv and a package index. NODE: the node's `pip list --format=freeze`.
+GPU_PYTHON ?= python3
+NODE ?= scripts/gpu_node_packages.txt
+
+gpu-check:
+	$(GPU_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
+
+gpu-bundle: install
+	$(PY) scripts/gpu_bundle.py --node-packages $(NODE)

@@ -98,3 +98,41 @@ def venv_env() -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
     return env
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server (tests/postgres_server.py), started once per session: skipped
+    where Debian's postgresql is not installed, a failure in CI (which installs it)."""
+    import postgres_server
+
+    server = postgres_server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> str:
+    """A fresh, empty results database: a SQLite file, then a database on the session's
+    PostgreSQL server; the tests that take it run once on each."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'results.db'}"
+    return request.getfixturevalue("postgres").new_database()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """Where tests keep what a person may want to look at afterwards (screenshots):
+    ``$FLAGPERF_TEST_ARTIFACTS``, else ``test-artifacts/`` in the checkout (ignored by git)."""
+    folder = Path(os.environ.get("FLAGPERF_TEST_ARTIFACTS") or ROOT / "test-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def results_sources(tmp_path_factory) -> dict[str, Path]:
+    """The runs of every source the results database ingests (tests/results_sources.py),
+    written once per session; read-only for the tests."""
+    from results_sources import write_sources
+
+    return write_sources(tmp_path_factory.mktemp("results-sources"))

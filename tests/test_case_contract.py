@@ -63,6 +63,19 @@ def test_a_one_process_launcher_refuses_more_processes_per_node(scratch_project)
         plan_for(scratch_project, {"flagperf_cases": [sleep]})
 
 
+def test_baselines_are_a_training_profiles(scratch_project):
+    """A base case's profile with baselines: one line naming the file and key."""
+    path = scratch_project / "benchmarks/base/computation/pytorch/config/cpu.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("  reduced:", "  baselines: {spread: 1.0, basis: measured}\n"
+                                 "  reduced:", 1))
+    with pytest.raises(ConfigError, match="computation/pytorch/config/cpu.yaml: "
+                                          "profile.baselines: baselines are a training "):
+        plan_for(scratch_project, {"flagperf_cases": [
+            {"model": "computation", "framework": "pytorch", "suite": "base", "hardware": "cpu",
+             "nnodes": 1, "nproc_per_node": 1, "repeat": 1}]})
+
+
 def test_a_profile_may_not_change_a_fixed_key(scratch_project):
     edit(scratch_project, PROFILE, "  seed: 1234\n", "  seed: 1234\n  momentum: 0.5\n")
     with pytest.raises(ConfigError, match=f"{PROFILE}: params.momentum: a fixed key"):
@@ -74,7 +87,11 @@ def test_a_profile_round_is_labelled_and_the_standard_one_is_not(scratch_project
     assert profile["profile"] == {
         "name": "cpu", "standard": False,
         "reduced": ["image size", "data set", "epochs", "augmentation"],
-        "description": profile["profile"]["description"], "checkpoint": None}
+        "description": profile["profile"]["description"], "checkpoint": None,
+        "baselines": {"spread": 1.6, "basis": profile["profile"]["baselines"]["basis"],
+                      "target": None}}
+    # Its baselines: the driver scores the untrained model and the input-blind predictor.
+    assert profile["config"]["evaluate_baselines"] is True
     assert profile["suite"] == "training" and profile["data_format"] == "imagenet"
     assert profile["contract"]["target"] == {"metric": "final_acc1", "comparison": ">=",
                                              "config_key": "target_acc1"}
@@ -82,6 +99,7 @@ def test_a_profile_round_is_labelled_and_the_standard_one_is_not(scratch_project
         "flagperf_vendor": "nvidia",
         "flagperf_cases": [{**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}]})["rounds"][0]
     assert standard["profile"] is None and standard["config"]["train_crop_size"] == 224
+    assert "evaluate_baselines" not in standard["config"]
 
 
 def test_every_case_and_every_vendor_override_in_the_tree_validates(project):

@@ -71,3 +71,42 @@ def test_filter_plugin_exposes_the_same_parser():
     spec = filters["flagperf_case_spec"]("resnet50:pytorch:A100:1:8:1")
     assert spec["case_id"] == "resnet50-pytorch-A100x1x8"
     assert CaseSpec(**{k: v for k, v in spec.items() if k != "case_id"}).case_id == spec["case_id"]
+
+
+def test_a_named_profile_replaces_the_hardware_s_own(project):
+    from flagperf_ansible.config.cases import effective_config, load_case
+
+    case = load_case(project, "resnet50", "pytorch")
+    spec = {"model": "resnet50", "framework": "pytorch", "nnodes": 1, "nproc_per_node": 1}
+    quick = effective_config(project, case, parse_case_spec({**spec, "hardware": "H100",
+                                                             "profile": "quick"}), "nvidia")
+    assert quick.profile["name"] == "quick" and not quick.profile["standard"]
+    assert (quick.config["epochs"], quick.config["max_steps"]) == (1, 300)
+    assert quick.config["train_crop_size"] == 224 and quick.config["train_batch_size"] == 32
+    # On cpu hardware the named profile stands instead of config/cpu.yaml, not on top of it.
+    on_cpu = effective_config(project, case, parse_case_spec({**spec, "hardware": "cpu",
+                                                              "profile": "quick"}), "cpu")
+    assert on_cpu.profile["name"] == "quick" and on_cpu.config["train_crop_size"] == 224
+    plain = effective_config(project, case, parse_case_spec({**spec, "hardware": "H100"}),
+                             "nvidia")
+    assert plain.profile is None and plain.config["max_steps"] == 0
+
+
+def test_a_profile_the_case_lacks_is_one_line_naming_file_and_entry(project, tmp_path):
+    import subprocess
+    import sys
+
+    cases = tmp_path / "cases.yml"
+    cases.write_text("flagperf_cases:\n  - {model: resnet50, framework: pytorch, hardware: cpu,"
+                     " nnodes: 1, nproc_per_node: 1, data_dir: data/digits, profile: quik}\n")
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
+                           str(project / "inventories/local"), "-e", f"@{cases}"],
+                          capture_output=True, text=True, cwd=project)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"flagperf-ansible: {cases}: flagperf_cases[0]: profile: case resnet50:pytorch has no "
+        "profile 'quik' (config/quik.yaml; it has: cpu, quick)")
+    with pytest.raises(ConfigError, match=r"flagperf_cases\[0\]\.profile: .*not a safe name"):
+        parse_case_spec({"model": "resnet50", "framework": "pytorch", "hardware": "cpu",
+                         "nnodes": 1, "nproc_per_node": 1, "profile": "../cpu"}, "g.yml",
+                        "flagperf_cases[0]")

@@ -112,6 +112,33 @@ def test_imagenet_checker_names_loose_validation_images(copy):
         "val/: no class folders (360 images lie loose: move them into <wnid>/ folders)"]
 
 
+def test_synthetic_imagenet_has_imagenet_s_layout_and_shape(tmp_path):
+    from PIL import Image
+
+    from flagperf_ansible.datasets.imagenet import write_synthetic
+
+    root = tmp_path / "synthetic"
+    assert write_synthetic(root, train=1200, val=30, classes=20, size=64, workers=2) == {
+        "train": 1200, "val": 30}
+    assert datasets.check("imagenet", root) == []
+    assert sorted(p.name for p in (root / "train").iterdir() if p.is_dir())[:2] == [
+        "n00000000", "n00000001"]
+    assert len(list((root / "train" / "n00000019").glob("n00000019_*.JPEG"))) == 60
+    first = root / "val" / "n00000001" / "ILSVRC2012_val_00000001.JPEG"
+    with Image.open(first) as image:
+        assert (image.format, image.mode, image.size) == ("JPEG", "RGB", (64, 64))
+    # Deterministic, and a split written with the same parameters is left alone.
+    again = tmp_path / "again"
+    write_synthetic(again, train=1200, val=30, classes=20, size=64, workers=1)
+    assert filecmp.cmp(first, again / "val/n00000001/ILSVRC2012_val_00000001.JPEG",
+                       shallow=False)
+    before = first.stat().st_mtime_ns
+    write_synthetic(root, train=1200, val=30, classes=20, size=64)
+    assert first.stat().st_mtime_ns == before
+    with pytest.raises(ValueError, match="must each be at least the 20 classes"):
+        write_synthetic(tmp_path / "few", train=1200, val=10, classes=20)
+
+
 # --- coco2017 ----------------------------------------------------------------------------------
 
 # pycocotools 2.0.11 calls np.array(copy=False) on its RLE objects: numpy 2 warns.
@@ -121,7 +148,7 @@ def test_coco_reads_back_with_pycocotools(pristine):
     from pycocotools.cocoeval import COCOeval
 
     root = pristine["coco2017"]
-    for split, images in (("train2017", 4), ("val2017", 2)):
+    for split, images in (("train2017", 4), ("val2017", 1)):
         with contextlib.redirect_stdout(io.StringIO()):
             truth = COCO(str(root / "annotations" / f"instances_{split}.json"))
         annotations = truth.loadAnns(truth.getAnnIds())
@@ -152,6 +179,7 @@ def test_coco_checker_catches_breakage(copy):
     assert datasets.check("coco2017", root) == [
         "train2017/: not JPEG files: 000000000001.jpg",
         "annotations/instances_train2017.json: not a JSON object (starts with '<html>404</html>')",
+        "val2017/: no .jpg images",           # its one image gone
         f"annotations/instances_val2017.json: first image {first['file_name']} is not in val2017/"]
 
 

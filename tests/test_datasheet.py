@@ -144,3 +144,15 @@ def test_a_base_figure_not_measured_needs_a_reason_and_one_must_be_measured(tmp_
     assert [(r["status"], r["reason"]) for r in case["rounds"]] == [
         ("failed", "FINISHED lacks tflops_tf32 (neither a number nor not_measured with a reason)"),
         ("failed", "no declared figure was measured")]
+
+
+def test_a_device_s_reported_name_tells_its_datasheet_entry(project):
+    from flagperf_ansible.config.vendor import hardware_of_device
+
+    assert hardware_of_device(project, "nvidia", "NVIDIA H200") == "H200"
+    assert hardware_of_device(project, "nvidia", "NVIDIA H100 80GB HBM3") == "H100"
+    assert hardware_of_device(project, "nvidia", "NVIDIA A100-SXM4-40GB") == "A100"
+    # Other boards of a family have other peaks: no entry is theirs.
+    assert hardware_of_device(project, "nvidia", "NVIDIA H100 PCIe") is None
+    assert hardware_of_device(project, "nvidia", "NVIDIA H200 NVL") is None
+    assert hardware_of_device(project, "cpu", "AMD EPYC") is None

@@ -24,6 +24,7 @@ import yaml
 from driver.torch.inference import InferenceError, PathResult, load_engine_class
 from flagperf_ansible.results.perflog import parse_lines
 from flagperf_ansible.config.suites import round_verdict
+from unavailable import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -437,8 +438,9 @@ def test_nvidia_onnxruntime_needs_the_cuda_provider(first):
 
 def test_nvidia_inductor_compiles_the_model_on_the_cpu():
     if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc): inductor cannot build CPU kernels here")
+        unavailable("no C compiler (cc): inductor cannot build CPU kernels here")
     engine_class = load_engine_class("inductor", NVIDIA_VENDOR)
+    assert engine_class.READS_ONNX is False  # the driver exports no ONNX file for it
     with pytest.raises(RuntimeError, match="no_validation"):
         engine_class({}, None, None)
     torch.manual_seed(0)
@@ -457,3 +459,29 @@ def test_nvidia_inductor_compiles_the_model_on_the_cpu():
     outputs, foo_time = engine((images,))
     assert foo_time == 0.0
     torch.testing.assert_close(outputs, expected, rtol=1e-4, atol=1e-5)
+
+
+#: An engine that compiles the PyTorch model itself and reads no ONNX file (as inductor).
+NO_ONNX_ENGINE = '''
+class InferModel:
+    READS_ONNX = False
+
+    def __init__(self, config, onnx_path, model):
+        assert onnx_path is None
+        self.model = model
+
+    def __call__(self, inputs):
+        return self.model(*inputs), 0.0
+'''
+
+
+def test_an_engine_that_reads_no_onnx_file_gets_no_export(case_dir, tmp_path):
+    (tmp_path / "inference_engine").mkdir()
+    (tmp_path / "inference_engine" / "own.py").write_text(NO_ONNX_ENGINE)
+    run = run_case(case_dir, "no_onnx", vendor_dir=tmp_path, compiler="own")
+    assert run.returncode == 0, run.log
+    assert run.names() == [n for n in SEVEN_STEPS if not n.startswith("EXPORT")]
+    assert run.value("COMPILE_START")["onnx_path"] is None
+    assert run.value("COMPILE_START")["onnx_source"] is None
+    assert run.finished["export_time"] is None and not list(run.output_dir.glob("*.onnx"))
+    assert run.finished["output_rel_error"] == 0.0

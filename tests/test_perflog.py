@@ -152,3 +152,28 @@ def test_tensors_and_numpy_scalars_are_written_as_numbers_and_non_finite_as_null
 
     with pytest.raises(TypeError):
         log.log(emitter.SUBMIT_INFO, {"config_path": Path("/x")})
+
+
+def test_reading_only_the_kept_events_gives_the_same_finished_and_bad_lines(tmp_path):
+    """summarize's way (``keep``): the window's events and the last FINISHED, nothing else
+    decoded; a STEP_END line cut short still counts as not parsed."""
+    stream = io.StringIO()
+    log = emitter.PerfLogger(rank=0, stream=stream)
+    log.log(emitter.INIT_START)
+    log.log(emitter.TRAIN_START)
+    for step in range(3):
+        log.log(emitter.STEP_END, {"loss": 1.0 / (step + 1), "global_steps": step})
+    log.log(emitter.EVALUATE, {"eval_acc1": 50.0})
+    log.log(emitter.TRAIN_END)
+    log.log(emitter.FINISHED, {"p_whole": 1.0})
+    log.log(emitter.FINISHED, {"p_whole": 2.0})
+    path = tmp_path / "rank0.out.log"
+    path.write_text(stream.getvalue() + '[PerfLog] {"event": "STEP_END", "value": {"loss": 0.\n')
+
+    kept = parser.parse_rank_log(path, keep=("TRAIN_START", "TRAIN_END"))
+    every = parser.parse_rank_log(path)
+    assert [e["event"] for e in kept.events] == ["TRAIN_START", "TRAIN_END", "FINISHED"]
+    assert len(every.events) == 9
+    assert kept.finished == every.finished == {"p_whole": 2.0}
+    assert kept.bad_lines == every.bad_lines == 1
+    assert kept.rank == every.rank == 0

@@ -63,6 +63,31 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--html", type=Path, metavar="FILE",
                          help="also write the comparison as a self-contained HTML page")
 
+    results = sub.add_parser("results", help="results over time: a database of runs, a "
+                                              "leaderboard site")
+    results_sub = results.add_subparsers(dest="results_command", required=True)
+    db_help = ("the database: a SQLite file's path or an SQLAlchemy URL, e.g. "
+               "postgresql+psycopg://user@host/flagperf (default $FLAGPERF_RESULTS_DB, else "
+               "results/results.db in the checkout)")
+    ingest = results_sub.add_parser(
+        "ingest", help="store runs in the database, once each: run folders of this project, "
+                       "FlagPerf results folders, MLPerf Training logs (a file, or a folder of "
+                       "result_*.txt)")
+    ingest.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    ingest.add_argument("--db", help=db_help)
+    site = results_sub.add_parser("site", help="write the leaderboard site (static files) into "
+                                               "OUT_DIR")
+    site.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    site.add_argument("--db", help=db_help)
+    serve = results_sub.add_parser("serve", help="write the site and serve it over HTTP on this "
+                                                 "machine until Ctrl-C")
+    serve.add_argument("--db", help=db_help)
+    serve.add_argument("--out", type=Path, metavar="DIR",
+                       help="where the site is written (default: a temporary folder)")
+    serve.add_argument("--bind", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free)")
+
     sub.add_parser("cases", help="list the standard cases")
 
     # Formats and their names come from the data-set registry (flagperf_ansible.datasets).
@@ -200,6 +225,78 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_FAILED if result["regressions"] else EXIT_OK
 
 
+def cmd_results(args: argparse.Namespace) -> int:
+    from flagperf_ansible.results.db.engine import connect, database_url, shown, sqlite_file
+
+    url = database_url(args.db)
+    missing = sqlite_file(url)
+    if args.results_command != "ingest" and missing is not None and not missing.is_file():
+        raise ConfigError("no such database: `flagperf-ansible results ingest RUN_DIR` makes it",
+                          str(missing))
+    engine = connect(url)
+    if args.results_command == "ingest":
+        from flagperf_ansible.results.db.records import read_run
+        from flagperf_ansible.results.db.store import store_runs
+
+        # Every run is read and checked before anything is stored: all of them, or none.
+        records = [read_run(path) for path in args.run_dirs]
+        for record, outcome in zip(records, store_runs(engine, records)):
+            cases = len(record["results"])
+            rounds = sum(len(r["rounds"]) for r in record["results"])
+            print(f"{record['path']}: {outcome} ({record['source']} run {record['run_id']}: "
+                  f"{cases} case(s), {rounds} round(s))")
+        print(f"database: {shown(url)}")
+        return EXIT_OK
+    from flagperf_ansible.results.db.engine import migrate
+    from flagperf_ansible.results.db.query import load
+    from flagperf_ansible.results.leaderboard import write_site
+
+    migrate(engine)
+    data = load(engine)
+    if args.results_command == "site":
+        index = write_site(data, args.out_dir)
+        print(f"{index}: {len(data['results'])} case result(s) from {shown(url)}")
+        return EXIT_OK
+    return _serve(args, data)
+
+
+def _interrupt(*_signal) -> None:
+    raise KeyboardInterrupt
+
+
+def _serve(args: argparse.Namespace, data: dict) -> int:
+    """``results serve``: the site written once, then served until Ctrl-C or SIGTERM."""
+    import functools
+    import signal
+    import tempfile
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from flagperf_ansible.results.leaderboard import write_site
+
+    if not 0 <= args.port <= 65535:
+        raise ConfigError("must be 0 to 65535", "command line", "--port")
+    with tempfile.TemporaryDirectory(prefix="flagperf-site-") as scratch:
+        out = args.out or Path(scratch)
+        write_site(data, out)
+        handler = functools.partial(SimpleHTTPRequestHandler, directory=str(out))
+        try:
+            server = ThreadingHTTPServer((args.bind, args.port), handler)
+        except OSError as err:
+            raise ConfigError(f"cannot listen on {args.bind}:{args.port}: {err.strerror}",
+                              "command line", "--port") from None
+        signal.signal(signal.SIGTERM, _interrupt)          # stops as Ctrl-C does
+        host, port = server.server_address[:2]
+        print(f"serving {out} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+    print("stopped", flush=True)
+    return EXIT_OK
+
+
 def cmd_cases(_args: argparse.Namespace) -> int:
     from flagperf_ansible.config.cases import list_cases
     from flagperf_ansible.paths import project_dir
@@ -269,7 +366,7 @@ def cmd_image(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "validate": cmd_validate, "summarize": cmd_summarize,
-            "compare": cmd_compare,
+            "compare": cmd_compare, "results": cmd_results,
             "cases": cmd_cases, "data": cmd_data, "image": cmd_image}
 
 

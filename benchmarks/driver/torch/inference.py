@@ -18,7 +18,9 @@ The steps and their PerfLog events (``driver/perflog.py``), in order:
    ``no_validation``;
 4. ONNX export (``EXPORT_START``/``EXPORT_END``): ``export_model`` to
    ``<output_dir>/<model>_bs<batch_size>_<precision>.onnx``; skipped when ``exist_onnx_path`` is
-   set (a relative path is under the data folder);
+   set (a relative path is under the data folder), and for an engine class that says it reads
+   no ONNX file (``READS_ONNX = False``: inductor compiles the PyTorch model; it gets
+   ``exist_onnx_path`` or None);
 5. compile (``COMPILE_START``/``COMPILE_END``): ``InferModel(config, onnx_path, model)``;
 6. engine inference (``INFERENCE_START``/``INFERENCE_END``): ``engine_forward``;
 7. summary: ``FINISHED``.
@@ -504,9 +506,9 @@ def _run(case: ModuleType, description: str, args: Any, log: perflog.PerfLogger,
     inference: PathResult | None = None
     export_time = compile_time = None
     if engine_class is not None:
-        # 4. ONNX export, unless the configuration names a file.
+        # 4. ONNX export, unless the configuration names a file or the engine reads none.
         onnx_path = settings.exist_onnx_path
-        if onnx_path is None:
+        if onnx_path is None and getattr(engine_class, "READS_ONNX", True):
             target = (Path(args.output_dir) /
                       f"{_model_name(case)}_bs{settings.batch_size}_{settings.precision}.onnx")
             log.log(perflog.EXPORT_START, {"onnx_path": str(target)})
@@ -526,8 +528,9 @@ def _run(case: ModuleType, description: str, args: Any, log: perflog.PerfLogger,
         log.log(perflog.COMPILE_START, {
             "compiler": settings.compiler,
             "engine_file": getattr(sys.modules.get(engine_class.__module__), "__file__", None),
-            "onnx_path": str(onnx_path),
-            "onnx_source": "exist_onnx_path" if settings.exist_onnx_path else "export",
+            "onnx_path": str(onnx_path) if onnx_path is not None else None,
+            "onnx_source": ("exist_onnx_path" if settings.exist_onnx_path
+                            else "export" if onnx_path is not None else None),
             "exist_compiler_path": engine_config["exist_compiler_path"]})
         start = time.perf_counter()
         try:

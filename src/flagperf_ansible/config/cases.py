@@ -12,7 +12,9 @@ Configuration layering (DESIGN.md "Configuration rules"), lowest first:
    recipe), ``mutable`` (the keys a vendor may override), ``fixed`` (keys no profile changes);
 2. ``config/<hardware>.yaml`` if present: the case's profile for a kind of hardware (``cpu``
    trains on small data): ``profile`` (what it is, what it reduces) and ``params``; any key of
-   the standard configuration but the fixed ones. A round on a profile says so in its results;
+   the standard configuration but the fixed ones. A case spec may name another of the case's
+   profiles instead (``profile: quick``: ``config/quick.yaml``). A round on a profile says so
+   in its results;
 3. ``vendors/<vendor>/[<suite>/]<model>-<framework>/config/<hardware>x<nnodes>x<nproc>.yaml``
    if present: the vendor's override, mutable keys only, each different from the value it
    replaces (``<suite>/`` for base cases).
@@ -203,21 +205,32 @@ def list_cases(project: Path) -> list[CaseDef]:
     return sorted(cases, key=lambda c: (c.suite, c.model, c.framework))
 
 
-def profile_of(project: Path, case: CaseDef, hardware: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The case's profile for ``hardware``: ``(label, params)``, or None when it has none.
+def profile_of(project: Path, case: CaseDef, hardware: str,
+               named: bool = False) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The case's profile ``config/<hardware>.yaml``: ``(label, params)``, or None when it has
+    none.
 
     ``label`` is ``{name, standard: False, description, reduced, checkpoint, baselines}``, what
     results show (``checkpoint``: the profile's own initial checkpoint, or None; ``baselines``:
     ``{spread, basis, target}`` or None). A profile with baselines also sets the driver's
     ``evaluate_baselines`` in ``params``.
 
+    Args:
+        hardware: the profile's name: the spec's hardware, or the profile a spec names.
+        named: a case spec named it (``profile:``): then it must exist.
+
     Raises:
         ConfigError: the profile is malformed, names a key that is not a parameter, changes a
         fixed key, gives baselines to a case that does not train, or names as their target a
-        metric that is not one of its targets.
+        metric that is not one of its targets; a named profile the case does not have.
     """
     path = case.directory / "config" / f"{hardware}.yaml"
     if hardware in NOT_PROFILES or not path.is_file():
+        if named:
+            known = sorted(p.stem for p in (case.directory / "config").glob("*.yaml")
+                           if p.stem not in NOT_PROFILES)
+            raise ConfigError(f"profile: case {case.key} has no profile {hardware!r} "
+                              f"(config/{hardware}.yaml; it has: {', '.join(known) or 'none'})")
         return None
     shown = _shown(path, project)
     profile = _parse(ProfileConfig, path, project)
@@ -296,15 +309,17 @@ class EffectiveConfig:
 
 
 def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) -> EffectiveConfig:
-    """The configuration one round runs with: the standard one, the case's profile for the
-    spec's hardware, then the vendor's (for inference cases by seed 004's rules).
+    """The configuration one round runs with: the standard one, the case's profile (the one
+    the spec names, else the spec's hardware's), then the vendor's (for inference cases by seed
+    004's rules).
 
     Raises:
         ConfigError: see ``profile_of``, ``vendor_overrides``, ``inference_config`` and, for a
         base case, ``base_config.check_base_params``.
     """
     config = dict(case.standard.params)
-    profile = profile_of(project, case, spec.hardware)
+    profile_name = spec.profile or spec.hardware
+    profile = profile_of(project, case, profile_name, named=spec.profile is not None)
     label, params = profile if profile else (None, {})
     config.update(params)
     folder = vendor_case_dir(project, vendor, case.suite, case.model, case.framework)
@@ -313,7 +328,7 @@ def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) 
         config_dir = _shown(case.directory / "config", project)
         origins = {key: f"{config_dir}/{'parameters' if key in parameters else 'configurations'}.yaml"
                    for key in case.standard.params}
-        origins.update({key: f"{config_dir}/{spec.hardware}.yaml" for key in params})
+        origins.update({key: f"{config_dir}/{profile_name}.yaml" for key in params})
         path = inference_config.vendor_config_path(folder, vendor)
         config, record = inference_config.apply_vendor_config(path, project, vendor, config,
                                                               parameters, origins)
@@ -331,7 +346,7 @@ def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) 
     if case.suite == "base":
         config_dir = case.directory / "config"
         origins = {key: _shown(config_dir / "standard.yaml", project) for key in config}
-        origins.update({key: _shown(config_dir / f"{spec.hardware}.yaml", project)
+        origins.update({key: _shown(config_dir / f"{profile_name}.yaml", project)
                         for key in params})
         origins.update({key: _shown(vendor_file, project) for key in overrides})
         check_base_params(config, origins)

@@ -8,6 +8,9 @@ Two input forms give the same structure:
   ``suite: base`` for a case of those suites;
 * FlagPerf's training key ``model:framework:hardware:nnodes:nproc:repeat``, alone or as a
   one-entry mapping to its data_dir (FlagPerf's ``CASES = {key: data_dir}``).
+
+Only the mapping names a ``profile`` other than the hardware's own (``profile: quick``: the
+case's ``config/quick.yaml``).
 """
 
 from __future__ import annotations
@@ -108,8 +111,16 @@ class CaseSpec(BaseModel):
     data_dir: str = ""
     #: Seconds a round may run before it is killed; None (unset) takes the case's own default.
     timeout: Annotated[Count, Field(le=MAX_TIMEOUT)] | None = None
+    #: The case's profile to run (``config/<profile>.yaml``) instead of the hardware's own
+    #: (``config/<hardware>.yaml``, if any); None: the hardware's.
+    profile: str | None = None
 
     _names = field_validator("model", "framework", "hardware")(check_name)
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: str | None) -> str | None:
+        return check_name(value) if value is not None else value
 
     @field_validator("data_dir")
     @classmethod

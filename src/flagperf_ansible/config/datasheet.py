@@ -9,7 +9,9 @@ publishes, each entry with its unit and source:
 * ``host_link_bandwidth`` (host to device, e.g. PCIe), ``interconnect_bandwidth`` (device to
   device within a server, e.g. NVLink), ``network_bandwidth`` (across servers, per device,
   e.g. one 200 Gb/s NIC): bandwidths with ``duplex``: ``each`` (the figure is per direction)
-  or ``both`` (the datasheet sums both directions, as NVIDIA quotes NVLink's 600 GB/s).
+  or ``both`` (the datasheet sums both directions, as NVIDIA quotes NVLink's 600 GB/s);
+* ``device_names``: the names the described boards report (``NVIDIA H100 80GB HBM3``), which
+  tell a device's entry (``vendor.hardware_of_device``).
 
 A base case's metric names the entry it is compared with (``case.yml: metrics.<key>.datasheet``,
 ``datasheet_across_nodes`` for rounds on several nodes). Measured bandwidths are one direction
@@ -115,6 +117,9 @@ class Datasheet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: The names the boards this datasheet describes report (NVML's ``nvmlDeviceGetName``,
+    #: ``torch.cuda.get_device_name``), so that a tool can tell which entry a device's is.
+    device_names: list[str] = []
     peak_flops: PeakFlops | None = None
     memory_bandwidth: Entry | None = None
     memory_size: Entry | None = None

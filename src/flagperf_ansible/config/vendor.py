@@ -149,3 +149,17 @@ def load_vendor(project: Path, vendor: str) -> dict[str, Any]:
             "venv": sorted(k for k, v in definition.frameworks.items() if v.venv),
             "datasheet": {hardware: sheet.plain()
                           for hardware, sheet in definition.datasheet.items()}}
+
+
+def hardware_of_device(project: Path, vendor: str, device_name: str) -> str | None:
+    """The hardware of ``vendors/<vendor>/vendor.yml`` whose datasheet lists ``device_name``
+    (as the device reports it, e.g. ``NVIDIA H200``) in ``device_names``; None when none does.
+
+    Raises:
+        ConfigError: see ``read_vendor``.
+    """
+    definition = read_vendor(project, vendor)
+    for hardware, sheet in definition.datasheet.items():
+        if device_name.strip() in sheet.device_names:
+            return hardware
+    return None

@@ -171,29 +171,42 @@ def _case_rows(case_a: dict[str, Any], case_b: dict[str, Any], tolerance_pct: fl
         a, b = _values(case_a, figure), _values(case_b, figure)
         if not a or not b:
             continue
-        mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
-        change = (mean_b - mean_a) / abs(mean_a) * 100 if mean_a else None
-        p = welch_p(a, b)
-        sign = direction(figure)
-        significant = p is not None and p < alpha
-        # One round on a side: no t-test; the tolerance alone judges, unconfirmed.
-        confirmed = len(a) > 1 and len(b) > 1
-        if sign == 0:
-            verdict = "not judged"
-        elif confirmed and not significant:
-            verdict = "not significant"
-        elif change is not None and abs(change) > tolerance_pct:
-            verdict = "improvement" if change * sign > 0 else "regression"
-        else:
-            verdict = "within tolerance"
-        rows.append({"case_id": case_a["case_id"], "profile": profile,
-                     "figure": figure,
-                     "unit": (figures.get(figure) or {}).get("unit", ""), "n_a": len(a),
-                     "n_b": len(b), "mean_a": mean_a, "mean_b": mean_b,
-                     "change_pct": change, "p_value": p, "significant": significant,
-                     "direction": sign, "confirmed": confirmed or sign == 0,
-                     "verdict": verdict})
+        rows.append({"case_id": case_a["case_id"], "profile": profile, "figure": figure,
+                     "unit": (figures.get(figure) or {}).get("unit", ""),
+                     **judge(a, b, direction(figure), tolerance_pct, alpha)})
     return rows
+
+
+def judge(a: list[float], b: list[float], sign: int, tolerance_pct: float = 5.0,
+          alpha: float = 0.05) -> dict[str, Any]:
+    """B's values of one figure against the baseline A's (each one value per passed round).
+
+    Args:
+        a, b: the rounds' values, at least one on each side.
+        sign: the figure's direction: +1 higher is better, -1 lower, 0 not judged.
+        tolerance_pct, alpha: as ``compare_runs``.
+
+    Returns:
+        ``{n_a, n_b, mean_a, mean_b, change_pct, p_value, significant, direction, confirmed,
+        verdict}`` as a row of ``compare_runs`` (see there).
+    """
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    change = (mean_b - mean_a) / abs(mean_a) * 100 if mean_a else None
+    p = welch_p(a, b)
+    significant = p is not None and p < alpha
+    # One round on a side: no t-test; the tolerance alone judges, unconfirmed.
+    confirmed = len(a) > 1 and len(b) > 1
+    if sign == 0:
+        verdict = "not judged"
+    elif confirmed and not significant:
+        verdict = "not significant"
+    elif change is not None and abs(change) > tolerance_pct:
+        verdict = "improvement" if change * sign > 0 else "regression"
+    else:
+        verdict = "within tolerance"
+    return {"n_a": len(a), "n_b": len(b), "mean_a": mean_a, "mean_b": mean_b,
+            "change_pct": change, "p_value": p, "significant": significant, "direction": sign,
+            "confirmed": confirmed or sign == 0, "verdict": verdict}
 
 
 def verdict_text(row: dict[str, Any]) -> str:

@@ -3,6 +3,12 @@
 A PerfLog line is ``[PerfLog] {"event": ..., "value": {...}, "metadata": {...}}`` anywhere in a
 line (FlagPerf prefixes some with logging fields). Lines that do not parse are counted, never
 fatal: a crashed rank leaves a truncated log that must still yield what it has.
+
+A rank log is read line by line. ``summarize`` and ``ingest`` keep only the events they use
+(``parse_rank_log(path, keep=...)``: the monitoring window's, the last FINISHED), so memory
+does not grow with the log, and a line that names none of those events is not decoded: it is
+checked for completeness only (a line cut short, as a crashed rank leaves it, lacks its
+closing brace). ``bench/perflog_parse.py`` measures both.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
 PREFIX = "[PerfLog]"
 _RANK_LOG = re.compile(r"^rank(\d+)\.out\.log$")
@@ -55,31 +61,55 @@ def normalize_finished(value: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], int]:
-    """Events found in ``lines`` and the number of PerfLog lines that did not parse."""
+def parse_lines(lines: Iterable[str], keep: Collection[str] | None = None
+                ) -> tuple[list[dict[str, Any]], int]:
+    """Events found in ``lines`` and the number of PerfLog lines that did not parse.
+
+    Args:
+        lines: the log's lines, read one at a time (a file object streams).
+        keep: the event names to return; None keeps every event. Of FINISHED, which a rank
+            writes once, only the last is kept. A line that names none of them (as a JSON
+            string anywhere in it) is not decoded, and counts as bad only when it lacks its
+            closing brace.
+    """
     events: list[dict[str, Any]] = []
     bad = 0
+    finished: dict[str, Any] | None = None
+    # A kept event's line holds its name as a JSON string: a substring test, at C speed,
+    # passes over the STEP_END lines that make up most of a log without decoding them.
+    needles = tuple(f'"{name}"' for name in {*keep, "FINISHED"}) if keep is not None else ()
     for line in lines:
-        start = line.find(PREFIX)
-        if start < 0:
+        if PREFIX not in line:
             continue
-        text = line[start + len(PREFIX):].strip()
+        for needle in needles:
+            if needle in line:
+                break
+        else:
+            if needles:
+                if line[-2:] != "}\n" and not line.rstrip().endswith("}"):
+                    bad += 1
+                continue
         try:
-            record = json.loads(text)
+            record = json.loads(line[line.find(PREFIX) + len(PREFIX):])
         except json.JSONDecodeError:
             bad += 1
             continue
-        if isinstance(record, dict) and isinstance(record.get("event"), str):
-            events.append(record)
-        else:
+        if not (isinstance(record, dict) and isinstance(record.get("event"), str)):
             bad += 1
-    return events, bad
+        elif keep is None:
+            events.append(record)
+        elif record["event"] == "FINISHED":
+            finished = record
+        elif record["event"] in keep:
+            events.append(record)
+    return events + ([finished] if finished is not None else []), bad
 
 
-def parse_rank_log(path: Path) -> RankLog:
-    """Parse one ``rank<R>.out.log``; the rank comes from the file name, else the metadata."""
+def parse_rank_log(path: Path, keep: Collection[str] | None = None) -> RankLog:
+    """Parse one ``rank<R>.out.log`` line by line (``parse_lines``: every event, or those in
+    ``keep`` and the last FINISHED); the rank comes from the file name, else the metadata."""
     with open(path, encoding="utf-8", errors="replace") as handle:
-        events, bad = parse_lines(handle)
+        events, bad = parse_lines(handle, keep)
     match = _RANK_LOG.match(path.name)
     rank = int(match.group(1)) if match else None
     if rank is None and events:

@@ -40,7 +40,9 @@ EVALUATE_MARK = ("EVALUATE", "tab:gray", ":")
 BUSY_LABEL = "measured on a busy host"
 
 
-def _fmt(value: Any) -> str:
+def fmt(value: Any) -> str:
+    """A value as the reports show it: 4 significant digits (whole above 10^4), ``-`` for
+    None, ``yes``/``no`` for a bool."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -70,7 +72,7 @@ def case_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for item in case["rounds"]:
         values = round_figures(item)
-        rows.append([str(item["round"]), item["status"], *(_fmt(values.get(c)) for c in columns)])
+        rows.append([str(item["round"]), item["status"], *(fmt(values.get(c)) for c in columns)])
     for missing in case.get("missing_rounds", []):
         rows.append([str(missing), "missing", *("-" for _ in columns)])
     stats = case.get("stats") or {}
@@ -87,7 +89,7 @@ def _stat(values: dict[str, Any], name: str) -> str:
     if name in ("std", "cv") and (values.get("n") or 0) < 2 or (
             name == "olympic_mean" and values.get(name) is None and values):
         return "n/a"
-    return _fmt(values.get(name))
+    return fmt(values.get(name))
 
 
 def is_case_fact(name: str) -> bool:
@@ -98,30 +100,33 @@ def is_case_fact(name: str) -> bool:
 
 def case_facts(case: dict[str, Any]) -> str:
     """``Case facts: target_acc1 90, world_size 1.`` (from the passed rounds), or ``""``."""
-    facts = [f"{name} {_fmt(values.get('mean'))}"
+    facts = [f"{name} {fmt(values.get('mean'))}"
              for name, values in (case.get("stats") or {}).items() if is_case_fact(name)]
     return f"Case facts: {', '.join(facts)}." if facts else ""
+
+
+def figure_unit(case: dict[str, Any], name: str) -> str:
+    """The unit of a case's FINISHED figure ``name``: as the case declares it (its figures;
+    ``target_<metric>`` in its metric's unit), else its throughput's count unit, else the
+    standard FINISHED unit (``e2e_time`` s); ``""`` when none is known."""
+    figures = figures_of(case)
+    # FINISHED's target_<metric> is in the unit of its final_<metric> (DESIGN.md, PerfLog).
+    paired = f"final_{name[len('target_'):]}" if name.startswith("target_") else name
+    declared = (figures.get(name) or figures.get(paired) or {}).get("unit")
+    if declared is not None:
+        return str(declared)
+    throughput = (case.get("contract") or {}).get("throughput") or {}
+    if name == throughput.get("count"):
+        return str(throughput.get("unit") or "")
+    return FINISHED_UNITS.get(name, "").format(unit=throughput.get("unit") or "samples")
 
 
 def stats_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Every numeric figure's statistics over the passed rounds: a row per figure, with its
     unit where the case declares one; case facts (``is_case_fact``) left out, and ``n/a``
     where a statistic needs more rounds."""
-    figures = figures_of(case)
-
-    def unit(name: str) -> str:
-        # FINISHED's target_<metric> is in the unit of its final_<metric> (DESIGN.md, PerfLog).
-        paired = f"final_{name[len('target_'):]}" if name.startswith("target_") else name
-        declared = (figures.get(name) or figures.get(paired) or {}).get("unit")
-        if declared is not None:
-            return str(declared)
-        throughput = (case.get("contract") or {}).get("throughput") or {}
-        if name == throughput.get("count"):
-            return str(throughput.get("unit") or "")
-        return FINISHED_UNITS.get(name, "").format(unit=throughput.get("unit") or "samples")
-
     header = ["figure", "unit", *STAT_COLUMNS]
-    rows = [[name, unit(name), *(_stat(values, c) for c in STAT_COLUMNS)]
+    rows = [[name, figure_unit(case, name), *(_stat(values, c) for c in STAT_COLUMNS)]
             for name, values in (case.get("stats") or {}).items() if not is_case_fact(name)]
     return header, rows
 
@@ -195,7 +200,7 @@ def inference_notes(case: dict[str, Any]) -> list[str]:
                      + (f"; added (new keys, a warning) {added}" if added else "") + ".")
     foo = (case.get("stats") or {}).get("foo_time") or {}
     if isinstance(foo.get("max"), (int, float)) and foo["max"] > 0:
-        notes.append(f"REVIEW: the engine reported foo_time up to {_fmt(foo['max'])} s (work it "
+        notes.append(f"REVIEW: the engine reported foo_time up to {fmt(foo['max'])} s (work it "
                      "calls not its own); throughputs include it, nothing is subtracted.")
     return notes
 
@@ -231,7 +236,7 @@ def context_line(case: dict[str, Any]) -> str:
     figures = figures_of(case)
     shown = []
     for reference in references:
-        values = ", ".join(f"{key} {_fmt(value)}"
+        values = ", ".join(f"{key} {fmt(value)}"
                            + (f" {figures[key]['unit']}" if (figures.get(key) or {}).get("unit")
                               else "")
                            for key, value in reference["figures"].items())
@@ -251,12 +256,12 @@ def datasheet_lines(case: dict[str, Any]) -> list[str]:
     for key, item in (case.get("datasheet") or {}).items():
         unit = item.get("unit") or ""
         if item.get("ratio") is None:
-            shown = f" {_fmt(item['mean'])} {unit}" if item.get("mean") is not None else ""
+            shown = f" {fmt(item['mean'])} {unit}" if item.get("mean") is not None else ""
             lines.append(f"{key}{shown}: no ratio to the datasheet: {item.get('reason')}")
             continue
         per = "per device and direction" if unit.endswith("B/s") else "per device"
-        lines.append(f"{key} {_fmt(item['mean'])} {unit} = {100 * item['ratio']:.1f} % of spec "
-                     f"({item['entry']} {_fmt(item['spec'])} {unit} {per}; "
+        lines.append(f"{key} {fmt(item['mean'])} {unit} = {100 * item['ratio']:.1f} % of spec "
+                     f"({item['entry']} {fmt(item['spec'])} {unit} {per}; "
                      f"stated: {item['quoted']}; {item['source']})")
     return lines
 
@@ -278,8 +283,8 @@ def sweep_table(case: dict[str, Any]) -> tuple[list[str], list[list[str]]] | Non
     if not sweep:
         return None
     header = ["bytes", "time us", *(f"{c} GB/s" for c in sweep["columns"]), "rounds"]
-    rows = [[str(r["bytes"]), _fmt(r["time_s"] * 1e6 if r.get("time_s") is not None else None),
-             *(_fmt(r.get(c)) for c in sweep["columns"]), str(r["rounds"])]
+    rows = [[str(r["bytes"]), fmt(r["time_s"] * 1e6 if r.get("time_s") is not None else None),
+             *(fmt(r.get(c)) for c in sweep["columns"]), str(r["rounds"])]
             for r in sweep["rows"]]
     return header, rows
 
@@ -357,7 +362,7 @@ def row_cells(row: dict[str, Any]) -> dict[str, str]:
     (``final_acc1 96.39 (target >= 90)``), ``time`` (``train 185.3 s``), ``rounds`` (``1/1``);
     n/a for a value no passed round gave."""
     def value(number: Any) -> str:
-        return "n/a" if number is None else _fmt(number)
+        return "n/a" if number is None else fmt(number)
 
     figure = (f"{row['figure']} {value(row['value'])}"
               + (f" {row['unit']}" if row.get("unit") and row["value"] is not None else "")
@@ -466,7 +471,7 @@ def framework_table(group: dict[str, Any], summary: dict[str, Any]) -> tuple[lis
     first = figures_of(cases[group["rows"][0]["case_id"]])
     header = ["framework", "case", "status", *(first[f]["header"] for f in group["figures"])]
     rows = [[row["framework"], row["case_id"], row["status"],
-             *(_fmt(row["means"].get(f)) for f in group["figures"])] for row in group["rows"]]
+             *(fmt(row["means"].get(f)) for f in group["figures"])] for row in group["rows"]]
     return header, rows
 
 
@@ -514,7 +519,8 @@ def print_summary(summary: dict[str, Any], console: Any) -> None:
 
 
 # HTML -------------------------------------------------------------------------------------
-def _png(fig: Any) -> str:
+def png_base64(fig: Any) -> str:
+    """A matplotlib figure as a base64 PNG (80 dpi), for an ``<img src="data:...">``; closed."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
     import matplotlib.pyplot as plt
@@ -569,7 +575,7 @@ def _throughput_plot(case: dict[str, Any]) -> str | None:
         ax.legend(fontsize=8)
     axes[0, 0].set_title(_plot_title(case, "throughput per round"), fontsize=9)
     fig.tight_layout()
-    return _png(fig)
+    return png_base64(fig)
 
 
 def _sweep_plot(case: dict[str, Any]) -> str:
@@ -591,7 +597,7 @@ def _sweep_plot(case: dict[str, Any]) -> str:
     ax.set_ylabel("GB/s")
     ax.set_title(_plot_title(case, "bandwidth vs message size"), fontsize=9)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def monitoring_window(case: dict[str, Any]) -> tuple[str, str]:
@@ -692,7 +698,7 @@ def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str],
     events = []
     logs = sorted(node_dir.glob("rank*.out.log"))
     if logs:
-        for event in parse_rank_log(logs[0]).events:
+        for event in parse_rank_log(logs[0], keep=(*window, EVALUATE_MARK[0])).events:
             time_ms = (event.get("metadata") or {}).get("time_ms")
             if isinstance(time_ms, (int, float)):
                 events.append((event.get("event"), (time_ms - start) / 1000.0))
@@ -716,7 +722,7 @@ def _timeline_plot(node_dir: Path, title: str, window: tuple[str, str],
                            "dotted EVALUATE)", fontsize=8)
     axes[0, 0].set_title(title, fontsize=8)
     fig.tight_layout()
-    return _png(fig)
+    return png_base64(fig)
 
 
 def _lines(lines: list[str]) -> str:

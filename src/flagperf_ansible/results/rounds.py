@@ -109,13 +109,17 @@ def parse_round(record: dict[str, Any]) -> dict[str, Any]:
     round_dir = Path(record["run_dir"]) / record["key"]
     record = _with_plan(record)
     mask = bool(record.get("mask_hosts"))
+    suite_name, contract = record["suite"], record.get("contract")
+    contract_map = contract or {}
+    window = contract_map.get("window") or suite_of(suite_name).window
     ranks: dict[str, Any] = {}
     bad_lines = 0
     events_by_rank = []
     for path in find_rank_logs(round_dir):
         if ATTEMPTS in path.relative_to(round_dir).parts:
             continue
-        log = parse_rank_log(path)
+        # Line by line, keeping the window's events and FINISHED: memory stays flat.
+        log = parse_rank_log(path, keep=window)
         bad_lines += log.bad_lines
         events_by_rank.append(log.events)
         if log.rank is not None:
@@ -124,7 +128,6 @@ def parse_round(record: dict[str, Any]) -> dict[str, Any]:
     hosts = list(record.get("hosts") or [])
     known = record.get("exit_codes_known", True) is not False
     interrupted = bool(record.get("interrupted"))
-    suite_name, contract = record["suite"], record.get("contract")
     status, reason = round_status(hosts, finished, interrupted, known,
                                   str(record.get("error") or ""), suite_name, contract)
     nodes = []
@@ -146,8 +149,6 @@ def parse_round(record: dict[str, Any]) -> dict[str, Any]:
     ran_to_finish = (finished is not None and not interrupted
                      and not any(h.get("timed_out") for h in hosts)
                      and (not known or all(h.get("rc") == 0 for h in hosts)))
-    contract_map = contract or {}
-    window = contract_map.get("window") or suite_of(suite_name).window
     document = {
         "case_id": record["case_id"],
         "round": int(record["round"]),

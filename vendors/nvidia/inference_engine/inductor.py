@@ -38,7 +38,8 @@ def _synchronize(inputs: tuple) -> None:
 
 
 class InferModel:
-    """``torch.compile(model)``; compilation happens on the first call (the warm-up).
+    """``torch.compile(model)``; compilation happens on the first call (the warm-up). It reads
+    no ONNX file (``READS_ONNX``): the driver exports none for it.
 
     Args:
         config: the engine's configuration (module docstring).
@@ -48,6 +49,8 @@ class InferModel:
     Raises:
         RuntimeError: no model (``no_validation`` skips creating it).
     """
+
+    READS_ONNX = False
 
     def __init__(self, config: Mapping[str, Any], onnx_path: Path | None,
                  model: torch.nn.Module | None) -> None:
