@@ -222,18 +222,30 @@ def check_base_case(run_dir: Path, case: dict) -> None:
 SPREADS = 3
 
 
+def baselines_target(document: dict) -> tuple[str, bool]:
+    """The target a round's profile baselines are for: its metric as FINISHED names it
+    (``loss`` for ``final_loss``) and whether higher is better; the case's target unless the
+    baselines name another of its targets (``profile.baselines.target``, one of the case's
+    ``also_targets``, e.g. cpm's validation loss)."""
+    contract = document["contract"]
+    named = document["profile"]["baselines"].get("target") or contract["target"]["metric"]
+    (target,) = [t for t in [contract["target"], *contract.get("also_targets", [])]
+                 if t["metric"] == named]
+    return named.removeprefix("final_"), target["comparison"] == ">="
+
+
 def check_baselines(documents: list[dict]) -> None:
     """Every training case's target beyond what it scores without learning: the model as
     built (``untrained_<metric>``, an EVALUATE at step 0) and the best predictor blind to the
     input (``blind_<metric>``), both scored by the round from the case's own code and data,
-    by ``SPREADS`` times the profile's declared spread in the metric's direction; printed as a
-    table."""
+    by ``SPREADS`` times the profile's declared spread in the metric's direction
+    (:func:`baselines_target`: the target the baselines are for); printed as a table."""
     print(f"  {'case':34} {'metric':18} {'untrained':>10} {'blind':>10} {'target':>9} "
           f"{'margin':>9} {'spread':>8}")
     short = []
     for document in documents:
-        finished, metric = document["finished"], document["metric"]
-        higher = document["contract"]["target"]["comparison"] == ">="
+        finished = document["finished"]
+        metric, higher = baselines_target(document)
         untrained, blind = finished[f"untrained_{metric}"], finished[f"blind_{metric}"]
         target, spread = finished[f"target_{metric}"], document["profile"]["baselines"]["spread"]
         best = max(untrained, blind) if higher else min(untrained, blind)
