@@ -53,10 +53,12 @@ def case_config(model: str, hardware: str = "standard", framework: str = "pytorc
     return config
 
 
-def torch_finished_keys(metric: str) -> set[str]:
+def torch_finished_keys(metric: str, baselines: bool = False) -> set[str]:
     """The FINISHED keys of a PyTorch training case whose target metric is ``metric``
     (driver/torch/trainer.py: RoundClock's figures, the target's pair, epochs, global_steps,
-    world_size): what a case on another framework must write too."""
-    return {"e2e_time", "init_time", "raw_train_time", "train_no_eval_time", "pure_compute_time",
+    world_size; with ``baselines``, a profile's untrained and input-blind scores): what a case
+    on another framework must write too."""
+    keys = {"e2e_time", "init_time", "raw_train_time", "train_no_eval_time", "pure_compute_time",
             "num_trained_samples", "p_whole", "p_train", "p_core", "converged",
             f"final_{metric}", f"target_{metric}", "epochs", "global_steps", "world_size"}
+    return keys | ({f"untrained_{metric}", f"blind_{metric}"} if baselines else set())

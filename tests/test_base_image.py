@@ -143,7 +143,7 @@ def test_image_base_not_root_says_so():
     """As ``nobody`` (or whoever runs the tests, when not root): exit 2, one line."""
     if os.geteuid() == 0:
         if shutil.which("runuser") is None:
-            pytest.skip("no runuser to drop root")
+            unavailable("no runuser to drop root (util-linux)")
         code, err = as_nobody("--name", NEVER)
     else:
         done = cli_run("--name", NEVER)
@@ -158,7 +158,7 @@ def test_image_base_reports_a_failed_debootstrap_and_cleans_up(tmp_path):
     """A mirror that answers nothing: debootstrap's own error in one line, exit 1, its log
     kept and named, the temporary root file system removed, no image."""
     if base_image.problems():
-        pytest.skip("cannot make base images here: " + "; ".join(base_image.problems()))
+        unavailable("cannot make base images here: " + "; ".join(base_image.problems()))
     done = cli_run("--name", NEVER, "--mirror", "http://127.0.0.1:9/debian",
                    env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == cli.EXIT_FAILED, done.stdout + done.stderr

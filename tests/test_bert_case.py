@@ -18,6 +18,7 @@ import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
 from case_model import ROOT, case_model, case_module
+from driver.convergence import majority_share
 from flagperf_ansible import datasets
 from flagperf_ansible.config.case_schema import evaluate_formula
 from flagperf_ansible.datasets import mlperf_bert_hdf5 as bert_data
@@ -158,6 +159,42 @@ def test_mask_tokens_follows_the_80_10_10_rule():
         randomised = total - masked - kept
     assert abs(masked / total - 0.8) < 0.03 and abs(kept / total - 0.1) < 0.03
     assert abs(randomised / total - 0.1) < 0.03
+
+
+def test_cpu_target_clears_the_untrained_model_and_the_most_frequent_piece(tiny):
+    """The cpu profile's baselines on the tiny data, from the case's code: the model as its
+    checkpoint builds it, and always the training shards' most frequent masked-LM label (the
+    case's input-blind predictor, against a count of the shards' arrays); the target lies
+    beyond both by at least 3 x the profile's spread."""
+    seq, preds = PROFILE["max_seq_length"], PROFILE["max_predictions_per_seq"]
+    train = entry.BertShards(tiny / entry.TRAIN_DIR, seq, preds)
+    val = entry.BertShards(tiny / entry.EVAL_DIR, seq, preds)
+    blind = majority_share(train.masked_lm_labels(), val.masked_lm_labels())
+    counts = {}
+    for folder in (entry.TRAIN_DIR, entry.EVAL_DIR):
+        ids = []
+        for path in sorted((tiny / folder).glob("part*")):
+            with h5py.File(path, "r") as shard:
+                ids.append(shard["masked_lm_ids"][()][shard["masked_lm_positions"][()] > 0])
+        counts[folder] = np.bincount(np.concatenate(ids), minlength=bert_data.VOCAB)
+    top = int(np.argmax(counts[entry.TRAIN_DIR]))
+    assert bert_data.tokenizer_for(
+        (tiny / "vocab.txt").read_text(encoding="utf-8").splitlines()).id_to_token(top) == "the"
+    masked = int(counts[entry.EVAL_DIR].sum())
+    assert blind == counts[entry.EVAL_DIR][top] / masked and masked == 4402
+    model = case_model("bert").build_model(PROFILE, tiny).eval()
+    sums = {"correct": 0, "masked": 0}
+    with torch.no_grad():
+        for start in range(0, len(val), 64):
+            batch = entry.collate([val[i] for i in range(start, min(start + 64, len(val)))])
+            for key, value in entry.mlm_sums(model, batch).items():
+                sums[key] += value
+    untrained = entry.mlm_accuracy(sums)
+    spread, target = CPU["profile"]["baselines"]["spread"], PROFILE["target_mlm_accuracy"]
+    assert spread == pytest.approx((target * (1 - target) / masked) ** 0.5, abs=5e-5)
+    print(f"untrained {untrained:.5f}, most frequent piece {blind:.4f}, target {target}, "
+          f"spread {spread}")
+    assert max(untrained, blind) + 3 * spread <= target
 
 
 # --- optimizer and schedule ------------------------------------------------------------------

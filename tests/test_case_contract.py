@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 import host_side
-from flagperf_ansible.config.cases import NOT_PROFILES, check_vendor_kit, list_cases, load_case
+from flagperf_ansible.config.cases import NOT_PROFILES, active_targets, check_vendor_kit, \
+    list_cases, load_case, profile_of
 from flagperf_ansible.config.errors import ConfigError
 from test_validation import GOOD_CASE, plan_for
 
@@ -62,6 +63,19 @@ def test_a_one_process_launcher_refuses_more_processes_per_node(scratch_project)
         plan_for(scratch_project, {"flagperf_cases": [sleep]})
 
 
+def test_baselines_are_a_training_profiles(scratch_project):
+    """A base case's profile with baselines: one line naming the file and key."""
+    path = scratch_project / "benchmarks/base/computation/pytorch/config/cpu.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("  reduced:", "  baselines: {spread: 1.0, basis: measured}\n"
+                                 "  reduced:", 1))
+    with pytest.raises(ConfigError, match="computation/pytorch/config/cpu.yaml: "
+                                          "profile.baselines: baselines are a training "):
+        plan_for(scratch_project, {"flagperf_cases": [
+            {"model": "computation", "framework": "pytorch", "suite": "base", "hardware": "cpu",
+             "nnodes": 1, "nproc_per_node": 1, "repeat": 1}]})
+
+
 def test_a_profile_may_not_change_a_fixed_key(scratch_project):
     edit(scratch_project, PROFILE, "  seed: 1234\n", "  seed: 1234\n  momentum: 0.5\n")
     with pytest.raises(ConfigError, match=f"{PROFILE}: params.momentum: a fixed key"):
@@ -73,7 +87,11 @@ def test_a_profile_round_is_labelled_and_the_standard_one_is_not(scratch_project
     assert profile["profile"] == {
         "name": "cpu", "standard": False,
         "reduced": ["image size", "data set", "epochs", "augmentation"],
-        "description": profile["profile"]["description"], "checkpoint": None}
+        "description": profile["profile"]["description"], "checkpoint": None,
+        "baselines": {"spread": 1.6, "basis": profile["profile"]["baselines"]["basis"],
+                      "target": None}}
+    # Its baselines: the driver scores the untrained model and the input-blind predictor.
+    assert profile["config"]["evaluate_baselines"] is True
     assert profile["suite"] == "training" and profile["data_format"] == "imagenet"
     assert profile["contract"]["target"] == {"metric": "final_acc1", "comparison": ">=",
                                              "config_key": "target_acc1"}
@@ -81,6 +99,7 @@ def test_a_profile_round_is_labelled_and_the_standard_one_is_not(scratch_project
         "flagperf_vendor": "nvidia",
         "flagperf_cases": [{**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}]})["rounds"][0]
     assert standard["profile"] is None and standard["config"]["train_crop_size"] == 224
+    assert "evaluate_baselines" not in standard["config"]
 
 
 def test_every_case_and_every_vendor_override_in_the_tree_validates(project):
@@ -267,6 +286,46 @@ def test_a_checkpoint_is_pinned_or_says_why_not_and_a_profile_brings_its_own(scr
     profile = plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})["rounds"][0]
     assert profile["checkpoint"] == {"path": "small.npz", "sha256": sha, "unpinned": ""}
     assert profile["profile"]["checkpoint"] == profile["checkpoint"]
+
+
+CPM_CASE = "benchmarks/cpm/pytorch/case.yml"
+CPM_PROFILE = "benchmarks/cpm/pytorch/config/cpu.yaml"
+
+
+def test_a_further_target_is_in_effect_where_its_key_is_set(scratch_project):
+    """cpm's ``also_targets`` (the validation loss): in the contract, not in effect in the
+    standard configuration (``target_loss`` null), in effect in the cpu profile, whose
+    baselines name it as the target that must clear them."""
+    case = load_case(scratch_project, "cpm", "pytorch")
+    assert case.contract()["also_targets"] == [
+        {"metric": "final_loss", "comparison": "<=", "config_key": "target_loss"}]
+    assert active_targets(case, case.standard.params) == [case.spec.target]
+    label, params = profile_of(scratch_project, case, "cpu")
+    effective = {**case.standard.params, **params}
+    assert [t.metric for t in active_targets(case, effective)] == [
+        "final_embedding_average", "final_loss"]
+    assert label["baselines"]["target"] == "final_loss" and params["evaluate_baselines"]
+
+
+@pytest.mark.parametrize("relative, old, new, where, message", [
+    (CPM_CASE, "{metric: final_loss, comparison: \"<=\"", "{metric: final_los, comparison: \"<=\"",
+     f"{CPM_CASE}: also_targets", "also_targets[0].metric 'final_los' is not one of metrics"),
+    (CPM_CASE, "{metric: final_loss, comparison: \"<=\"", "{metric: final_loss, comparison: \">=\"",
+     f"{CPM_CASE}: also_targets", "also_targets[0].comparison '>=' contradicts"),
+    (CPM_CASE, "config_key: target_loss}", "config_key: target_los}",
+     f"{CPM_CASE}: also_targets[0].config_key", "'target_los' is not a key of"),
+    (CPM_PROFILE, "target: final_loss", "target: final_accuracy",
+     f"{CPM_PROFILE}: profile.baselines.target", "'final_accuracy' is not a target of this "
+                                                 "profile (final_embedding_average, final_loss)"),
+])
+def test_a_bad_further_target_is_one_line_naming_file_and_key(scratch_project, relative, old,
+                                                               new, where, message):
+    edit(scratch_project, relative, old, new)
+    with pytest.raises(ConfigError) as caught:
+        case = load_case(scratch_project, "cpm", "pytorch")
+        profile_of(scratch_project, case, "cpu")
+    shown = str(caught.value)
+    assert shown.startswith(where) and message in shown and "\n" not in shown, shown
 
 
 def test_case_requirements_go_into_the_image_and_its_tag(scratch_project):

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 import host_side
+from unavailable import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "flagperf-base:bookworm"
@@ -95,7 +96,7 @@ def engine_problem() -> str:
 def engine():
     problem = engine_problem()
     if problem:
-        pytest.skip(problem)
+        unavailable(problem + " (.ci/run starts dockerd)")
 
 
 def containers(prefix: str) -> list[str]:

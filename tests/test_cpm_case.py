@@ -256,6 +256,37 @@ def test_embedding_average_is_upstreams():
     assert float(scores.sum() / counted.sum()) == pytest.approx(expected, abs=1e-6)
 
 
+def test_cpu_loss_target_clears_the_untrained_model_and_the_unigram(tiny):
+    """The cpu profile's baselines on the tiny data, from the case's code: the model as its
+    checkpoint builds it and the case's input-blind predictor (the training labels' unigram,
+    against a count of the tokenised samples; always the most frequent training token for the
+    embedding average) lie above the loss target by at least 3 x the profile's spread, which is
+    the loss's; the model as built copies its input, which the embedding average scores above
+    its own target: the loss must be the target that tells learning."""
+    config = cpm_config("cpu")
+    case = cpm_module("run_pretraining").cpm_case(config, tiny)
+    assert [t.metric for t in case.also] == ["loss"] and not case.also[0].higher_is_better
+    model = case.build_model().eval()
+    batch = case.val_set.collate(case.val_set.samples)
+    with torch.no_grad():
+        untrained = case.eval_metric(case.eval_sums(model, batch))
+        blind = case.input_blind(model)
+    labels = [np.array(s[1:]) for s in case.train_set.samples]
+    counts = np.bincount(np.concatenate(labels), minlength=config["vocab_size"]).astype(float)
+    counts[case.train_set.pad_id] = 0.0
+    reference = np.concatenate([np.array(s[1:]) for s in case.val_set.samples])
+    reference = reference[reference != case.val_set.pad_id]
+    probability = (counts + 1) / (counts.sum() + config["vocab_size"])
+    assert blind["loss"] == pytest.approx(float(-np.log(probability[reference]).mean()))
+    baselines = profile_of(ROOT, load_case(ROOT, "cpm", "pytorch"), "cpu")[0]["baselines"]
+    assert baselines["target"] == "final_loss"
+    print(f"untrained {untrained}, blind {blind}, targets {config['target_loss']}, "
+          f"{config['target_embedding_average']}, spread {baselines['spread']}")
+    assert min(untrained["loss"], blind["loss"]) - 3 * baselines["spread"] >= config["target_loss"]
+    assert untrained["embedding_average"] > config["target_embedding_average"] > blind[
+        "embedding_average"]
+
+
 def test_learning_rate_schedule_is_upstreams_annealing():
     factor = cpm_module("run_pretraining").annealing_factor
     # config_A100x1x8: 4000 updates, warmup 0.2 -> 800; the first update runs at lr 0.

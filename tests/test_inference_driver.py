@@ -24,6 +24,7 @@ import yaml
 from driver.torch.inference import InferenceError, PathResult, load_engine_class
 from flagperf_ansible.results.perflog import parse_lines
 from flagperf_ansible.config.suites import round_verdict
+from unavailable import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -437,7 +438,7 @@ def test_nvidia_onnxruntime_needs_the_cuda_provider(first):
 
 def test_nvidia_inductor_compiles_the_model_on_the_cpu():
     if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc): inductor cannot build CPU kernels here")
+        unavailable("no C compiler (cc): inductor cannot build CPU kernels here")
     engine_class = load_engine_class("inductor", NVIDIA_VENDOR)
     assert engine_class.READS_ONNX is False  # the driver exports no ONNX file for it
     with pytest.raises(RuntimeError, match="no_validation"):

@@ -12,7 +12,7 @@ from flagperf_ansible.results.report import write_summary
 from flagperf_ansible.results.layout import mark_interrupted
 from flagperf_ansible.results.summary import build_summary
 from filter_plugins_loader import load_plugin
-from run_outputs import BASE, CASE, CPU_PROFILE, INFERENCE, make_run, make_suite_run
+from run_outputs import BASE, CASE, CPU_PROFILE, INFERENCE, TRAINING, make_run, make_suite_run
 
 PROFILE_LABEL = ("profile: cpu, not the standard configuration "
                  "(reduced: image size, data set, epochs)")
@@ -173,6 +173,69 @@ def test_an_inference_round_passes_within_its_bound_and_fails_outside_it(tmp_pat
     assert case["status"] == "failed" and case["rounds_passed"] == 2
     assert case["pass_rule"] == "every round ran, engine accuracy within its bound of the framework's"
     assert case["stats"]["final_wer"]["n"] == 2
+
+
+def test_a_target_met_without_learning_fails_the_round(tmp_path):
+    """A profile's baselines in FINISHED: a round converged to a target that the untrained
+    model, or a predictor blind to the input, already meets is a failed round, saying which."""
+    def trained(**baselines):
+        return {"e2e_time": 10.0, "converged": True, "final_acc1": 91.0, "target_acc1": 90.0,
+                **baselines}
+
+    make_suite_run(tmp_path, TRAINING, [
+        trained(untrained_acc1=10.3, blind_acc1=10.6), trained(untrained_acc1=90.0),
+        trained(untrained_acc1=10.3, blind_acc1=92.5), trained()])
+    rounds = [json.loads((tmp_path / f"{CASE}/round{n}/round.json").read_text())
+              for n in (1, 2, 3, 4)]
+    assert [(r["status"], r["reason"]) for r in rounds] == [
+        ("passed", ""),
+        ("failed", "the target is met without learning: the untrained model scores acc1 90 "
+                   "(target >= 90)"),
+        ("failed", "the target is met without learning: an input-blind predictor scores acc1 "
+                   "92.5 (target >= 90)"),
+        ("passed", "")]                    # a standard configuration scores no baselines
+
+
+def test_a_further_target_must_be_met_and_learning_shown_on_one_target_at_least(tmp_path):
+    """A case's ``also_targets`` (here a validation loss beside the accuracy), in effect where
+    the round had it (``target_loss`` in FINISHED): the round passes only with both met, and is
+    met without learning only when a baseline meets both."""
+    contract = {**TRAINING,
+                "metrics": {**TRAINING["metrics"],
+                            "final_loss": {"direction": "lower", "unit": "nats",
+                                           "description": "validation loss"}},
+                "also_targets": [{"metric": "final_loss", "comparison": "<=",
+                                  "config_key": "target_loss"}]}
+
+    def trained(loss, **baselines):
+        return {"e2e_time": 10.0, "converged": True, "final_acc1": 91.0, "target_acc1": 90.0,
+                **({"final_loss": loss, "target_loss": 2.0} if loss is not None else {}),
+                **baselines}
+
+    make_suite_run(tmp_path, contract, [
+        trained(1.5, untrained_acc1=95.0, untrained_loss=7.6, blind_acc1=50.0, blind_loss=6.4),
+        trained(2.5), trained(None, untrained_acc1=95.0),
+        trained(1.5, untrained_acc1=95.0, untrained_loss=1.9)])
+    rounds = [json.loads((tmp_path / f"{CASE}/round{n}/round.json").read_text())
+              for n in (1, 2, 3, 4)]
+    assert [(r["status"], r["reason"]) for r in rounds] == [
+        ("passed", ""),
+        ("failed", "claims converged, but final_loss 2.5 is not <= its target"),
+        # without target_loss the round had the accuracy's target alone
+        ("failed", "the target is met without learning: the untrained model scores acc1 95 "
+                   "(target >= 90)"),
+        ("failed", "the target is met without learning: the untrained model scores acc1 95 "
+                   "(target >= 90), loss 1.9 (target <= 2)")]
+
+
+def test_an_inference_round_whose_outputs_were_not_compared_fails(tmp_path):
+    make_suite_run(tmp_path, INFERENCE, [inference(8.5, target_output_rel_error=0.05),
+                                         inference(8.5, target_output_rel_error=0.05,
+                                                   output_rel_error=0.001)])
+    rounds = [json.loads((tmp_path / f"{CASE}/round{n}/round.json").read_text()) for n in (1, 2)]
+    assert [(r["status"], r["reason"]) for r in rounds] == [
+        ("failed", "the engine's outputs could not be compared with the framework's (FINISHED "
+                   "has no output_rel_error)"), ("passed", "")]
 
 
 def test_an_inference_round_without_its_metric_fails(tmp_path):

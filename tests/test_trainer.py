@@ -102,6 +102,79 @@ def test_terminates_after_max_steps_mid_epoch_and_evaluates_the_last_model():
     assert set(done) == torch_finished_keys("mse")
 
 
+def test_baselines_score_the_model_as_built_and_the_input_blind_predictor():
+    """``evaluate_baselines``: the initial weights' metric at step 0 (an EVALUATE between
+    INIT_END and TRAIN_START, not charged to training), and the case's input-blind predictor
+    (here: the mean target of the training set) after training; both in FINISHED."""
+    case = Regression().case
+    mean = float(torch.stack([y for _, y in case.train_set]).mean())
+    seen = []
+
+    def input_blind(model):
+        seen.append(model.training)
+        targets = torch.stack([y for _, y in case.val_set])
+        return float(((targets - mean) ** 2).mean())
+
+    case.input_blind = input_blind
+    events = train({"max_steps": 24, "evaluate_baselines": True}, case)
+    names = [e["event"] for e in events]
+    first = values(events, "EVALUATE")[0]
+    assert names.index("INIT_END") < names.index("EVALUATE") < names.index("TRAIN_START")
+    torch.manual_seed(7)                      # the model as the trainer's seed builds it
+    built = torch.nn.Linear(4, 1)
+    inputs, targets = case.val_set.tensors
+    with torch.no_grad():
+        expected = float(((built(inputs) - targets) ** 2).mean())
+    assert first == {"epoch": 0, "global_steps": 0, "mse": pytest.approx(expected),
+                     "untrained": True}
+    done = finished(events)
+    assert done["untrained_mse"] == first["mse"] and seen == [False]
+    assert done["blind_mse"] == pytest.approx(float(((targets - mean) ** 2).mean()))
+    assert done["final_mse"] < min(done["blind_mse"], done["untrained_mse"])
+    assert [v["global_steps"] for v in values(events, "EVALUATE")] == [0, 8, 16, 24]
+
+
+def test_a_further_target_must_be_reached_too_and_gets_its_own_baselines():
+    """``TrainingCase.also``: an evaluation giving several figures (here the mean squared and
+    the mean absolute error) converges when every target is reached; each figure goes into
+    EVALUATE and FINISHED, each target's baselines into FINISHED."""
+    case = Regression(target=Target("mse", 10.0, higher_is_better=False)).case
+
+    def eval_sums(model, batch):
+        error = model(batch[0]).float() - batch[1]
+        return {"squared_error": float((error ** 2).sum()),
+                "absolute_error": float(error.abs().sum()), "count": len(batch[1])}
+
+    case.eval_sum_names = ("squared_error", "absolute_error", "count")
+    case.eval_sums = eval_sums
+    case.eval_metric = lambda sums: {"mse": sums["squared_error"] / sums["count"],
+                                     "mae": sums["absolute_error"] / sums["count"]}
+    case.also = (Target("mae", 0.3, higher_is_better=False),)
+    case.input_blind = lambda model: {"mse": 5.0, "mae": 1.5}
+    events = train({"max_steps": 40, "eval_interval_samples": 64, "stop_at_target": True,
+                    "evaluate_baselines": True}, case)
+    evaluations = values(events, "EVALUATE")
+    assert [set(v) for v in evaluations] == [{"epoch", "global_steps", "mse", "mae", "untrained"}] \
+        + [{"epoch", "global_steps", "mse", "mae"}] * (len(evaluations) - 1)
+    # The first target alone is met long before the run stops: at the first evaluation whose
+    # absolute error is at most 0.3, not before.
+    assert evaluations[1]["mse"] <= 10.0 and evaluations[1]["mae"] > 0.3
+    stop = next(i for i, v in enumerate(evaluations[1:], 1) if v["mae"] <= 0.3)
+    assert stop == len(evaluations) - 1
+    done = finished(events)
+    assert done["converged"] is True
+    assert (done["final_mse"], done["final_mae"]) == (evaluations[-1]["mse"],
+                                                       evaluations[-1]["mae"])
+    assert (done["target_mse"], done["target_mae"]) == (10.0, 0.3)
+    assert (done["untrained_mae"], done["blind_mae"], done["blind_mse"]) == (
+        evaluations[0]["mae"], 1.5, 5.0)
+
+
+def test_baselines_need_the_cases_input_blind_predictor():
+    with pytest.raises(ValueError, match="evaluate_baselines: the case has no input-blind"):
+        train({"max_steps": 1, "evaluate_baselines": True}, Regression().case)
+
+
 def test_a_case_counting_other_units_gets_its_throughput_in_them_and_samples_beside():
     # Tokens: 3 per sample (say), counted per training batch, held back until the update.
     case = Regression().case
@@ -326,3 +399,41 @@ def test_two_ranks_train_the_same_weights_over_gloo_and_count_every_sample(tmp_p
     assert values(logs[0], "EVALUATE") == values(logs[1], "EVALUATE")
     weights = [(tmp_path / f"rank{rank}.json").read_text() for rank in (0, 1)]
     assert weights[0] == weights[1]
+
+
+def test_the_framework_free_loop_scores_the_same_baselines():
+    """``driver.training_loop``, which the TensorFlow, MindSpore and Paddle cases train with:
+    with ``evaluate_baselines``, the metric before the first update at step 0 and the case's
+    input-blind score in FINISHED; without the case's predictor, FINISHED is refused."""
+    from driver.finished import RoundClock
+    from driver.training_loop import CaseStart, LoopSettings, TrainingLoop
+
+    def fit(input_blind=None) -> list[dict]:
+        stream = io.StringIO()
+        start = CaseStart(args=None, config={}, rank=0, world_size=1,
+                          log=PerfLogger(stream=stream), clock=RoundClock())
+        settings = LoopSettings.from_config({"train_batch_size": 2, "eval_batch_size": 2,
+                                             "max_steps": 3, "evaluate_baselines": True})
+        loop = TrainingLoop(settings, Target("acc", 0.9), start)
+        weights = [0.0]                       # "training" raises the score by 0.25 an update
+
+        def step(_batch):
+            weights[0] += 0.25
+            return 1.0
+
+        loop.init_done()
+        progress = loop.run(epoch_batches=lambda epoch: [1, 2, 3, 4], train_step=step,
+                            batch_samples=lambda batch: 2, evaluate=lambda: 0.1 + weights[0])
+        loop.finish(progress, input_blind=input_blind)
+        events, bad = parse_lines(stream.getvalue().splitlines())
+        assert bad == 0
+        return events
+
+    events = fit(lambda: 0.25)
+    assert values(events, "EVALUATE") == [
+        {"epoch": 0, "global_steps": 0, "acc": 0.1, "untrained": True},
+        {"epoch": 1, "global_steps": 3, "acc": 0.85}]
+    done = finished(events)
+    assert (done["untrained_acc"], done["blind_acc"], done["final_acc"]) == (0.1, 0.25, 0.85)
+    with pytest.raises(ValueError, match="no input-blind predictor"):
+        fit()

@@ -22,8 +22,9 @@ each evaluation, EPOCH_END; TRAIN_END and FINISHED.
 Configuration keys (the case's effective configuration): ``train_batch_size`` and
 ``eval_batch_size`` (per process), at least one of ``epochs``/``max_steps``/``max_samples``
 (0 or absent: no limit; samples over all ranks), and optionally ``eval_interval_samples``
-(0: evaluate at the end of every epoch), ``stop_at_target`` (true), ``log_freq`` (50) and
-``seed`` (0).
+(0: evaluate at the end of every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
+``seed`` (0) and ``evaluate_baselines`` (false: see ``driver.convergence``; then an EVALUATE of
+the model as built, ``"untrained": true`` at step 0, comes between INIT_END and TRAIN_START).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from driver import perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
-from driver.convergence import Target
+from driver.convergence import EVALUATE_BASELINES, Target, as_figures, baseline_figures
 from driver.finished import RoundClock
 
 #: Where each launcher puts a process's rank and the number of processes, in the order looked
@@ -90,6 +91,7 @@ class LoopSettings:
     stop_at_target: bool = True
     log_freq: int = 50
     seed: int = 0
+    evaluate_baselines: bool = False
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "LoopSettings":
@@ -112,7 +114,8 @@ class LoopSettings:
             max_samples=count("max_samples", 0),
             eval_interval_samples=count("eval_interval_samples", 0),
             stop_at_target=bool(config.get("stop_at_target", True)),
-            log_freq=max(1, count("log_freq", 50)), seed=int(config.get("seed") or 0))
+            log_freq=max(1, count("log_freq", 50)), seed=int(config.get("seed") or 0),
+            evaluate_baselines=bool(config.get(EVALUATE_BASELINES, False)))
         if not (settings.epochs or settings.max_steps or settings.max_samples):
             raise ValueError("config: set at least one of epochs, max_steps, max_samples")
         return settings
@@ -179,6 +182,16 @@ class Progress:
     converged: bool = False
     evaluated_at_step: int = -1
     next_eval_samples: int = 0
+    #: The metric of the model as built (``evaluate_baselines``), else None.
+    untrained: float | None = None
+
+
+def log_untrained(log: perflog.PerfLogger, target: Target,
+                  value: float | Mapping[str, float]) -> None:
+    """The EVALUATE event of the model as built: step 0, its metric (or figures,
+    ``driver.convergence.as_figures``), marked ``untrained``."""
+    log.log(perflog.EVALUATE, {"epoch": 0, "global_steps": 0, **as_figures(target, value),
+                               "untrained": True})
 
 
 class TrainingLoop:
@@ -234,6 +247,9 @@ class TrainingLoop:
         s, log, clock = self.settings, self.log, self.clock
         world = self.start.world_size
         state = Progress(next_eval_samples=s.eval_interval_samples)
+        if s.evaluate_baselines:
+            state.untrained = float(evaluate())
+            log_untrained(log, self.target, state.untrained)
         stop = False
         log.log(perflog.TRAIN_START)
         clock.mark_train_start()
@@ -267,9 +283,21 @@ class TrainingLoop:
         log.log(perflog.TRAIN_END)
         return state
 
-    def finish(self, state: Progress, **figures: Any) -> dict[str, Any]:
+    def finish(self, state: Progress, *, input_blind: Callable[[], float] | None = None,
+               **figures: Any) -> dict[str, Any]:
         """Write FINISHED (``RoundClock.finished``'s figures, the target's, ``epochs``,
-        ``global_steps``, ``world_size`` and ``figures``) and return its value."""
+        ``global_steps``, ``world_size`` and ``figures``) and return its value; with
+        ``evaluate_baselines``, also the untrained model's metric and ``input_blind()``'s, the
+        metric of the case's best input-blind predictor (``driver.convergence``).
+
+        Raises:
+            ValueError: ``evaluate_baselines`` is set and the case gives no ``input_blind``.
+        """
+        if self.settings.evaluate_baselines:
+            if input_blind is None:
+                raise ValueError(f"config {EVALUATE_BASELINES}: the case has no input-blind "
+                                 "predictor to score")
+            figures.update(baseline_figures(self.target, state.untrained, input_blind()))
         (num_trained_samples,) = self.all_reduce_sum([float(state.samples)])
         value = self.clock.finished(
             int(num_trained_samples), state.converged,

@@ -78,6 +78,17 @@ class BertShards:
     def __getstate__(self):  # loader workers open their own handles
         return {**self.__dict__, "_open": {}}
 
+    def masked_lm_labels(self) -> np.ndarray:
+        """The labels of every used masked-LM slot (position not 0) of every file, in order
+        (int64)."""
+        import h5py
+
+        labels = []
+        for path in self.files:
+            with h5py.File(path, "r") as shard:
+                labels.append(shard["masked_lm_ids"][()][shard["masked_lm_positions"][()] != 0])
+        return np.concatenate(labels).astype(np.int64)
+
 
 def collate(items: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Stack ``items`` ([batch, ...] int64) and cut the sequences to the batch's longest (its

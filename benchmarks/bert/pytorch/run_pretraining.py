@@ -27,7 +27,7 @@ sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ 
 import torch  # noqa: E402
 
 from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target  # noqa: E402
+from driver.convergence import Target, majority_share  # noqa: E402
 from driver.dist import exit_rank  # noqa: E402
 from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
 from lamb import Lamb, bert_param_groups, poly_warmup_factor  # noqa: E402
@@ -84,6 +84,17 @@ class BertShards(torch.utils.data.Dataset):
 
     def __getstate__(self):  # DataLoader workers open their own handles
         return {**self.__dict__, "_open": {}}
+
+    def masked_lm_labels(self) -> list[int]:
+        """The labels of every used masked-LM slot (position not 0) of every file, in order."""
+        import h5py
+
+        labels = []
+        for path in self.files:
+            with h5py.File(path, "r") as shard:
+                used = shard["masked_lm_positions"][()] != 0
+                labels += shard["masked_lm_ids"][()][used].tolist()
+        return labels
 
 
 def collate(items: list) -> dict:
@@ -165,6 +176,9 @@ def main() -> int:
         eval_sum_names=("correct", "masked"), eval_sums=mlm_sums, eval_metric=mlm_accuracy,
         target=Target("mlm_accuracy", float(config["target_mlm_accuracy"])),
         create_scheduler=create_scheduler, collate_fn=collate, eval_collate_fn=collate,
+        # Always the most frequent masked-LM label of the training shards.
+        input_blind=lambda model: majority_share(train_set.masked_lm_labels(),
+                                                 val_set.masked_lm_labels()),
         model_info={"hidden_size": int(config["hidden_size"]),
                     "num_hidden_layers": int(config["num_hidden_layers"]),
                     "vocab_size": int(config["vocab_size"]), "max_seq_length": seq_len,

@@ -12,6 +12,7 @@ validation samples (FlagPerf: the mean of per-batch means over whole batches).
 
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -84,6 +85,23 @@ def word_embeddings(model: torch.nn.Module) -> torch.Tensor:
     return getattr(model, "module", model).get_input_embeddings().weight
 
 
+def label_counts(dataset) -> Counter:
+    """How often each token is a label (``<pad>`` excluded) in ``dataset``'s samples."""
+    return Counter(token for sample in dataset.samples for token in sample[1:]
+                   if token != dataset.pad_id)
+
+
+def unigram_loss(train_counts: Counter, dataset, vocab_size: int) -> float:
+    """The token cross-entropy (nats) over ``dataset``'s labels of the training labels' unigram
+    distribution, add-one smoothed over ``vocab_size`` tokens: the best loss of a predictor
+    that reads no input."""
+    total = sum(train_counts.values()) + vocab_size
+    counts = label_counts(dataset)
+    nats = sum(count * -math.log((train_counts[token] + 1) / total)
+               for token, count in counts.items())
+    return nats / max(1, sum(counts.values()))
+
+
 def cpm_case(config, data_dir) -> TrainingCase:
     """The cpm case for ``config`` with data under ``data_dir``.
 
@@ -91,7 +109,6 @@ def cpm_case(config, data_dir) -> TrainingCase:
         FileNotFoundError, ValueError: see ``cpm_data.load_datasets`` and ``model.build_model``.
     """
     _, train_set, val_set = load_datasets(config, data_dir)
-    last = {}
 
     def train_loss(model, batch):
         input_ids, labels, loss_mask = batch
@@ -107,9 +124,26 @@ def cpm_case(config, data_dir) -> TrainingCase:
                 "loss_sum": float(lm_loss(logits, labels, loss_mask) * tokens),
                 "tokens": float(tokens)}
 
+    def input_blind(model):
+        """Always the most frequent training label: its embedding average (with the trained
+        model's embeddings, as the metric takes them); and the training unigram's loss."""
+        counts = label_counts(train_set)
+        top = max(counts.values())
+        token = min(t for t, count in counts.items() if count == top)
+        sums = torch.zeros(2)
+        for start in range(0, len(val_set), 256):
+            _, labels, loss_mask = val_set.collate(val_set.samples[start:start + 256])
+            scores, counted = embedding_average_scores(torch.full_like(labels, token), labels,
+                                                       loss_mask, word_embeddings(model))
+            sums += torch.stack([scores.sum(), counted.sum().float()])
+        return {"embedding_average": float(sums[0] / sums[1].clamp_min(1.0)),
+                "loss": unigram_loss(counts, val_set, int(config["vocab_size"]))}
+
     def eval_metric(sums):
-        last["final_loss"] = sums["loss_sum"] / max(sums["tokens"], 1.0)
-        return sums["embedding_average_sum"] / max(sums["samples"], 1.0)
+        return {"embedding_average": sums["embedding_average_sum"] / max(sums["samples"], 1.0),
+                "loss": sums["loss_sum"] / max(sums["tokens"], 1.0)}
+
+    target_loss = config.get("target_loss")
 
     return TrainingCase(
         train_set=train_set, val_set=val_set,
@@ -125,7 +159,9 @@ def cpm_case(config, data_dir) -> TrainingCase:
                     "seq_length": int(config["seq_length"]),
                     "train_sequences": len(train_set), "valid_sequences": len(val_set)},
         collate_fn=train_set.collate, eval_collate_fn=val_set.collate,
-        finished_figures=lambda: dict(last))
+        input_blind=input_blind,
+        # A profile's target on the validation loss (driver.convergence: further targets).
+        also=() if target_loss is None else (Target("loss", float(target_loss), False),))
 
 
 def main() -> int:

@@ -49,7 +49,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2 as T
 
 from driver.case_io import setting
-from driver.convergence import Target
+from driver.convergence import Target, majority_share
 from driver.torch.optimizers import make_optimizer
 from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan
 
@@ -292,6 +292,8 @@ def classification_case(config: Mapping[str, Any], data_dir: Path,
         model_info={"num_labels": num_classes, **(model_info or {})},
         train_sampler=repeated if reps > 1 else None,
         collate_fn=mixup_collate(config, num_classes),
+        # Always the most frequent training class, in %.
+        input_blind=lambda model: 100.0 * majority_share(train_set.targets, val_set.targets),
     )
 
 

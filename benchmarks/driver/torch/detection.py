@@ -360,6 +360,24 @@ def coco_map(coco, results: list[dict], iou_type: str) -> float:
     return max(0.0, float(evaluation.stats[0]))  # -1: no ground truth at all
 
 
+def layout_prior(train_coco, val_coco) -> list[dict]:
+    """The best detector blind to the pixels, in COCO's result format: every non-crowd box of
+    the training split, at its place relative to its image's size, put on every validation image
+    (scaled to its size) with its category, all scored 1 (what a model learns of where objects
+    lie, and nothing of what an image shows)."""
+    relative = []
+    for annotation in train_coco.loadAnns(train_coco.getAnnIds(iscrowd=False)):
+        image = train_coco.imgs[annotation["image_id"]]
+        x, y, w, h = annotation["bbox"]
+        relative.append((annotation["category_id"], x / image["width"], y / image["height"],
+                         w / image["width"], h / image["height"]))
+    return [{"image_id": image_id, "category_id": category, "score": 1.0,
+             "bbox": [x * image["width"], y * image["height"], w * image["width"],
+                      h * image["height"]]}
+            for image_id, image in sorted(val_coco.imgs.items())
+            for category, x, y, w, h in relative]
+
+
 def _gather(items: list, world_size: int) -> list:
     if world_size <= 1 or not torch.distributed.is_initialized():
         return items
@@ -444,6 +462,10 @@ def detection_case(config: Mapping[str, Any], data_dir: Path,
                     "train_images": len(train_set.ids), **(model_info or {})},
         collate_fn=collate, eval_collate_fn=collate,
         finished_figures=other_figures if len(iou_types) > 1 else None,
+        # Boxes only: a case whose target is the segm AP has no input-blind predictor here.
+        input_blind=(lambda model: coco_map(val_set.coco,
+                                            layout_prior(train_set.coco, val_set.coco), "bbox"))
+        if iou_types[0] == "bbox" else None,
     )
 
 

@@ -20,14 +20,20 @@ What the trainer does, per rank (launched by torchrun, or alone):
   ``stop_at_target``;
 * FINISHED with ``driver.finished.RoundClock``'s figures, ``converged``, ``final_<metric>``,
   ``target_<metric>``, ``epochs``, ``global_steps`` and ``world_size``; then the process group
-  is left cleanly (``driver.dist.shutdown``, the DDP model deleted first).
+  is left cleanly (``driver.dist.shutdown``, the DDP model deleted first);
+* with ``evaluate_baselines`` (a profile's baselines, ``driver.convergence``): the model as
+  built evaluated between INIT_END and TRAIN_START (an EVALUATE at step 0, ``untrained``), and
+  the case's input-blind predictor scored after training; both in FINISHED;
+* a case with further targets (``TrainingCase.also``) converges when every target is reached;
+  each evaluation's figures go into EVALUATE, the last one's into FINISHED as ``final_<name>``.
 
 Configuration keys it reads (the case's effective configuration): ``train_batch_size`` and
 ``eval_batch_size`` (per process), at least one of ``epochs``/``max_steps``/``max_samples``
 (0 or absent: no limit), and optionally ``precision`` (fp32), ``gradient_accumulation_steps``
 (1), ``eval_interval_samples`` (0: every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
-``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device), and
-``clip_grad_norm`` (none; read by the default ``backward`` hook).
+``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device),
+``clip_grad_norm`` (none; read by the default ``backward`` hook) and ``evaluate_baselines``
+(false).
 """
 
 from __future__ import annotations
@@ -44,9 +50,10 @@ import torch
 
 from driver import dist, perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
-from driver.convergence import Target
+from driver.convergence import EVALUATE_BASELINES, Target, all_reached, as_figures, \
+    baseline_figures
 from driver.finished import RoundClock
-from driver.training_loop import LoopSettings, config_count
+from driver.training_loop import LoopSettings, config_count, log_untrained
 from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hooks
 
 #: ``precision`` values and the dtype autocast runs in (None: no autocast). ``amp`` is bf16,
@@ -113,7 +120,10 @@ class TrainingCase:
         eval_sum_names: the sums ``eval_sums`` returns, the same on every rank.
         eval_sums: ``(model, batch) -> {name: number}`` over one validation batch (e.g.
             correct predictions and samples), summed over batches and ranks.
-        eval_metric: ``(sums) -> metric value`` from the totals (e.g. top-1 in %).
+        eval_metric: ``(sums) -> metric value`` from the totals (e.g. top-1 in %), or
+            ``{name: value}`` of several figures: the target's metric, the metrics of ``also``
+            and any other figure to report (each goes into EVALUATE and, from the last
+            evaluation, into FINISHED as ``final_<name>``).
         target: the convergence target; ``target.metric`` names the FINISHED keys.
         create_scheduler: ``(optimizer, plan) -> LRScheduler`` stepped once per update, or None.
         model_info: more figures for the CONVERT_MODEL event (e.g. the number of labels).
@@ -131,6 +141,15 @@ class TrainingCase:
             ``count(batch)`` gives a training batch's units; FINISHED then has
             ``num_trained_<name>``, ``p_*`` in ``<name>``/s and ``p_train_samples``
             (``driver.finished``). None: samples.
+        input_blind: ``(model) -> metric`` of the best predictor that ignores the input, from
+            the case's data (``driver.convergence``), called after training with the trained
+            model in eval mode (a metric that reads the model's own embeddings needs it), or
+            ``{metric: value}`` for the target's and ``also``'s metrics; required with
+            ``evaluate_baselines``.
+        also: further targets that convergence needs as well (e.g. a profile's target on the
+            validation loss, beside a metric that cannot tell learning alone), their metrics
+            among ``eval_metric``'s figures; FINISHED has their ``target_<metric>`` and, with
+            ``evaluate_baselines``, their baselines.
     """
 
     train_set: torch.utils.data.Dataset
@@ -149,11 +168,14 @@ class TrainingCase:
     eval_collate_fn: Callable[[list], Batch] | None = None
     finished_figures: Callable[[], Mapping[str, Any]] | None = None
     units: tuple[str, Callable[[Batch], int]] | None = None
+    input_blind: Callable[[torch.nn.Module], float | Mapping[str, float]] | None = None
+    also: tuple[Target, ...] = ()
 
 
 @dataclass
 class Progress:
-    """Where training stands (samples are this rank's; ``metric`` the last evaluation's)."""
+    """Where training stands (samples are this rank's; ``metric`` the target's in the last
+    evaluation, ``figures`` all of that evaluation's)."""
 
     epoch: int = 0
     steps: int = 0
@@ -163,6 +185,7 @@ class Progress:
     units: int = 0
     pending_units: int = 0
     metric: float | None = None
+    figures: dict[str, float] = field(default_factory=dict)
     converged: bool = False
     evaluated_at_step: int = -1
     next_eval_samples: int = 0
@@ -320,6 +343,9 @@ class Trainer:
     def fit(self, case: TrainingCase) -> int:
         """Train ``case`` to its end, write FINISHED, leave the process group; returns the exit
         status (0: training ran to its end, converged or not)."""
+        if self.settings.evaluate_baselines and case.input_blind is None:
+            raise ValueError(f"config {EVALUATE_BASELINES}: the case has no input-blind "
+                             "predictor to score")
         train_loader, sampler, val_loader = self._loaders(case)
         model, optimizer = self._prepare_model(case)
         plan = self._plan(len(train_loader))
@@ -328,17 +354,32 @@ class Trainer:
                   if self.settings.precision == "fp16" else None)
         self.clock.mark_init_end()
         self.log.log(perflog.INIT_END)
+        untrained = {}
+        if self.settings.evaluate_baselines:
+            untrained = self._score(case, model, val_loader)
+            log_untrained(self.log, case.target, untrained)
 
         progress = self._train(case, model, optimizer, scheduler, scaler, train_loader, sampler,
                                val_loader)
         num_trained_samples, num_trained_units = dist.all_reduce_sum(
             [progress.samples, progress.units], self.info)
         units = (case.units[0], int(num_trained_units)) if case.units else None
+        # The last evaluation's figures, then each target's (its final value and target).
+        figures = {f"final_{name}": value for name, value in progress.figures.items()}
+        for target in (case.target, *case.also):
+            figures.update(target.finished_figures(progress.figures.get(target.metric)))
+        if self.settings.evaluate_baselines:
+            model.eval()
+            with torch.no_grad():
+                blind = as_figures(case.target, case.input_blind(model))
+            for target in (case.target, *case.also):
+                figures.update(baseline_figures(target, untrained.get(target.metric),
+                                                blind.get(target.metric)))
+        if case.finished_figures:
+            figures.update(case.finished_figures())
         self.log.log(perflog.FINISHED, self.clock.finished(
-            int(num_trained_samples), progress.converged, units,
-            **case.target.finished_figures(progress.metric),
-            **(case.finished_figures() if case.finished_figures else {}), epochs=progress.epoch,
-            global_steps=progress.steps, world_size=self.info.world_size))
+            int(num_trained_samples), progress.converged, units, **figures,
+            epochs=progress.epoch, global_steps=progress.steps, world_size=self.info.world_size))
         # DDP's C++ Reducer holds the process group: left to be freed later, it would free the
         # group with the GIL held, which can deadlock with gloo's threads (driver.dist.shutdown).
         del model, optimizer, scheduler
@@ -421,22 +462,29 @@ class Trainer:
             return model.no_sync()
         return contextlib.nullcontext()
 
+    def _score(self, case: TrainingCase, model, loader) -> dict[str, float]:
+        """The case's figures over the validation set (``{metric: value}``, the target's metric
+        among them): its evaluation over this rank's shard, summed over ranks (the model left
+        in training mode)."""
+        model.eval()
+        sums = dict.fromkeys(case.eval_sum_names, 0.0)
+        with torch.no_grad(), self.autocast():
+            for batch in loader:
+                for name, value in case.eval_sums(model, to_device(batch, self.device)).items():
+                    sums[name] += float(value)
+        totals = dist.all_reduce_sum(list(sums.values()), self.info)
+        model.train()
+        return as_figures(case.target, case.eval_metric(dict(zip(sums, totals))))
+
     def _evaluate(self, case: TrainingCase, model, loader, state: Progress) -> None:
-        """Run the case's evaluation over this rank's validation shard, sum over ranks, and
-        record the metric (EVALUATE); charged to evaluation time."""
+        """Score the model (``_score``) and record its figures (EVALUATE); charged to
+        evaluation time."""
         with self.clock.evaluation():
-            model.eval()
-            sums = dict.fromkeys(case.eval_sum_names, 0.0)
-            with torch.no_grad(), self.autocast():
-                for batch in loader:
-                    for name, value in case.eval_sums(model, to_device(batch, self.device)).items():
-                        sums[name] += float(value)
-            totals = dist.all_reduce_sum(list(sums.values()), self.info)
-            model.train()
-            metric = case.eval_metric(dict(zip(sums, totals)))
-        state.metric = metric
-        state.converged = case.target.reached(metric)
+            figures = self._score(case, model, loader)
+        state.figures = figures
+        state.metric = figures[case.target.metric]
+        state.converged = all_reached((case.target, *case.also), figures)
         state.evaluated_at_step = state.steps
         self.log.log(perflog.EVALUATE, {"epoch": state.epoch, "global_steps": state.steps,
-                                        case.target.metric: metric})
+                                        **figures})
 

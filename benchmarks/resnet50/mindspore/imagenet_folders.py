@@ -84,6 +84,19 @@ def class_names(data_dir: Path) -> list[str]:
     return names
 
 
+def folder_labels(data_dir: Path, split: str) -> list[int]:
+    """The class index of each image of ``<data_dir>/<split>`` (its class folder's place among
+    the training classes), for the input-blind baseline.
+
+    Raises:
+        FileNotFoundError: see ``class_names``.
+    """
+    index = {name: i for i, name in enumerate(class_names(data_dir))}
+    folder = Path(_split(data_dir, split))
+    return [index[c.name] for c in sorted(folder.iterdir()) if c.name in index
+            for f in c.iterdir() if f.is_file()]
+
+
 def _pipeline(dataset: ds.Dataset, operations: list, batch_size: int, workers: int,
               drop_remainder: bool) -> ds.Dataset:
     dataset = dataset.map(operations, input_columns="image", num_parallel_workers=workers)

@@ -126,6 +126,14 @@ def parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return image, tf.cast(parsed["image/class/label"] - 1, tf.int32)
 
 
+def record_labels(files: list[Path]) -> list[int]:
+    """The class (``label - 1``) of every record of ``files``, for the input-blind baseline
+    (only the label feature is parsed)."""
+    label = {"image/class/label": FEATURES["image/class/label"]}
+    return [int(tf.io.parse_single_example(record, label)["image/class/label"]) - 1
+            for record in tf.data.TFRecordDataset([str(p) for p in files])]
+
+
 def _normalise(image: tf.Tensor, config: Mapping[str, Any]) -> tf.Tensor:
     mean = tf.constant(config["normalize_mean"], tf.float32) * 255.0
     std = tf.constant(config["normalize_std"], tf.float32) * 255.0

@@ -41,6 +41,28 @@ from textmel import TextMelDataset, anneal_scheduler, collate  # noqa: E402
 from tts_text import SYMBOLS  # noqa: E402
 
 
+def mean_spectrum_loss(train_set: TextMelDataset, val_set: TextMelDataset,
+                       batch_size: int) -> float:
+    """The validation loss (mean over batches of ``batch_size``, as evaluation takes it) of the
+    best predictor that follows neither the text nor the previous frames: every frame the
+    training frames' mean mel spectrum, every stop logit the one of the training batches' share
+    of stop targets."""
+    frames = torch.cat([train_set[i][1] for i in range(len(train_set))], 1)
+    channel_mean = frames.mean(1, keepdim=True)                            # [M, 1]
+    train_gates = [collate([train_set[i] for i in range(start, min(start + batch_size,
+                                                                   len(train_set)))])[3]
+                   for start in range(0, len(train_set), batch_size)]
+    share = float(torch.cat([g.flatten() for g in train_gates]).mean())
+    losses = []
+    for start in range(0, len(val_set), batch_size):
+        _, _, mel, gate, _ = collate([val_set[i] for i in range(start, min(start + batch_size,
+                                                                           len(val_set)))])
+        mean_mel = channel_mean.expand_as(mel[0]).expand_as(mel)
+        stop = torch.full_like(gate, float(torch.logit(torch.tensor(share))))
+        losses.append(float(tacotron2_loss((mean_mel, mean_mel, stop), mel, gate)))
+    return sum(losses) / len(losses)
+
+
 def tacotron2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
     """The trainer's view of the case (see the module docstring).
 
@@ -68,9 +90,10 @@ def tacotron2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
         return torch.optim.Adam(model.parameters(), lr=float(config["learning_rate"]),
                                 weight_decay=float(setting(config, "weight_decay", 0.0)))
 
+    train_set = TextMelDataset(data_dir, train_clips, config)
+    val_set = TextMelDataset(data_dir, val_clips, config)
     return TrainingCase(
-        train_set=TextMelDataset(data_dir, train_clips, config),
-        val_set=TextMelDataset(data_dir, val_clips, config),
+        train_set=train_set, val_set=val_set,
         build_model=lambda: build_model(config, data_dir),
         create_optimizer=create_optimizer,
         train_loss=forward_loss,
@@ -84,6 +107,8 @@ def tacotron2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
         collate_fn=collate,
         eval_collate_fn=collate,
         units=("mel_frames", lambda batch: int(batch[4].sum())),
+        input_blind=lambda model: mean_spectrum_loss(train_set, val_set,
+                                                     int(config["eval_batch_size"])),
     )
 
 

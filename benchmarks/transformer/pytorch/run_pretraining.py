@@ -136,6 +136,8 @@ def transformer_case(config, data_dir: Path) -> TrainingCase:
         collate_fn=wmt.first,
         eval_collate_fn=wmt.collate_sentences,
         units=("tokens", lambda batch: batch[3]),
+        input_blind=lambda model: wmt.constant_translation_bleu(
+            tgt, dictionary, references, lowercase, remove_bpe),
     )
 
 

@@ -243,3 +243,29 @@ def bleu_score(sums: dict[str, float], lowercase: bool = True) -> float:
     """Corpus BLEU (0-100) from summed statistics, as ``sacrebleu.corpus_bleu`` scores them."""
     stats = [int(round(sums[name])) for name in BLEU_STATISTICS]
     return float(_bleu(lowercase)._compute_score_from_stats(stats).score)
+
+
+def constant_translation_bleu(targets: "IndexedSentences", dictionary: Dictionary,
+                              references: list[str], lowercase: bool = True,
+                              remove_bpe: str | None = "@@ ", candidates: int = 50) -> float:
+    """Corpus BLEU (0-100) of the best translation that ignores its source: one sentence given
+    for every reference, the best of the ``candidates`` most frequent training target sentences
+    and of the most frequent training target words in order of frequency, as many as the
+    references' mean length in words (what a model learns of German without reading English).
+
+    Raises:
+        ValueError: no training targets or no references.
+    """
+    from collections import Counter
+
+    if not len(targets) or not references:
+        raise ValueError("no training targets or no references to score a constant translation")
+    sentences = Counter(detokenize(dictionary.string(targets[i].tolist(), remove_bpe))
+                        for i in range(len(targets)))
+    words = Counter(word for sentence, count in sentences.items()
+                    for word in sentence.split() for _ in range(count))
+    length = max(1, round(sum(len(r.split()) for r in references) / len(references)))
+    hypotheses = [sentence for sentence, _ in sentences.most_common(candidates)]
+    hypotheses.append(" ".join(word for word, _ in words.most_common(length)))
+    return max(bleu_score(bleu_statistics([h] * len(references), references, lowercase),
+                          lowercase) for h in hypotheses)

@@ -298,7 +298,10 @@ def wav2vec2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
                     "chance_acc": round(1 / (hf.num_negatives + 1), 4)},
         collate_fn=Masking(config), eval_collate_fn=Masking(config, seed=int(
             setting(config, "seed", 0))),
-        units=("tokens", masked_frames))
+        units=("tokens", masked_frames),
+        # The distractors are other masked frames of the same utterance, drawn as the true
+        # target is: a choice that does not read the audio is right 1 time in K + 1.
+        input_blind=lambda model: 1 / (hf.num_negatives + 1))
 
 
 def run_case(description: str) -> int:

@@ -23,6 +23,7 @@ FlagPerf's ``training_items_per_second``.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -56,7 +57,7 @@ class AudioSegments(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.clip_ids) * self.repeats
 
-    def _audio(self, clip_id: str) -> torch.Tensor:
+    def clip_audio(self, clip_id: str) -> torch.Tensor:
         if self.cache is None:
             return load_audio(self.root, clip_id, self.config)
         if clip_id not in self.cache:
@@ -64,7 +65,7 @@ class AudioSegments(torch.utils.data.Dataset):
         return self.cache[clip_id]
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        audio = self._audio(self.clip_ids[index % len(self.clip_ids)])
+        audio = self.clip_audio(self.clip_ids[index % len(self.clip_ids)])
         spare = audio.shape[0] - self.segment
         if spare >= 0:
             start = int(torch.randint(0, spare + 1, ())) if self.random_segment else spare // 2
@@ -73,6 +74,38 @@ class AudioSegments(torch.utils.data.Dataset):
             audio = torch.nn.functional.pad(audio, (0, -spare))
         with torch.no_grad():
             return self.mel(audio), audio
+
+
+#: Past samples the input-blind linear predictor reads (:func:`linear_prediction_loss`).
+PREDICTOR_ORDER = 32
+
+
+def linear_prediction_loss(train_audio: list[torch.Tensor], val_audio: list[torch.Tensor],
+                           sigma: float = 1.0, order: int = PREDICTOR_ORDER) -> float:
+    """The validation loss, in ``model.waveglow_loss``'s units (negative log-likelihood per
+    sample less ``log(sigma sqrt(2 pi))``), of a density of the audio that ignores the mel: each
+    sample predicted linearly from the ``order`` before it, with Gaussian residuals, the weights
+    and the residual variance fitted on the training clips by least squares (an autoregressive
+    Gaussian; a segment's first ``order`` samples take the training samples' mean square as
+    their variance). ``train_audio``: whole clips ``[S]``; ``val_audio``: the validation
+    segments ``[S]``; the loss is averaged over every validation sample.
+    """
+    def windows(audio: torch.Tensor) -> torch.Tensor:
+        return audio.double().unfold(0, order + 1, 1)                     # [S - order, order + 1]
+
+    train = torch.cat([windows(a) for a in train_audio if a.numel() > order])
+    weights = torch.linalg.lstsq(train[:, :order], train[:, order:]).solution
+    variance = float((train[:, order:] - train[:, :order] @ weights).square().mean())
+    marginal = float(torch.cat([a.double() for a in train_audio]).square().mean())
+    total, count = 0.0, 0
+    for audio in val_audio:
+        head = audio[:order].double()
+        residual = windows(audio)[:, order:] - windows(audio)[:, :order] @ weights
+        total += float(0.5 * math.log(marginal) * head.numel() + head.square().sum() / (2 * marginal)
+                       + 0.5 * math.log(variance) * residual.numel()
+                       + residual.square().sum() / (2 * variance))
+        count += audio.numel()
+    return total / count - math.log(sigma)
 
 
 def waveglow_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
@@ -116,7 +149,10 @@ def waveglow_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
         target=Target("val_loss", float(config["target_val_loss"]), higher_is_better=False),
         model_info={"train_clips": len(train_ids), "val_clips": len(val_ids),
                     "segment_length": segment},
-        units=("audio_samples", lambda batch: int(batch[1].numel())))
+        units=("audio_samples", lambda batch: int(batch[1].numel())),
+        input_blind=lambda model: linear_prediction_loss(
+            [train_set.clip_audio(clip) for clip in train_ids],
+            [val_set[i][1] for i in range(len(val_set))], sigma))
 
 
 def main() -> int:

@@ -10,6 +10,9 @@ Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
   ``datasheet_across_nodes``; ``flagperf_ansible.config.datasheet``);
 * ``target``: for training, the convergence target (metric, comparison, the config key holding
   the value); for inference, the accuracy bound; base cases have none;
+* ``also_targets``: a training case's further targets, each in effect where its config key is
+  set (not null): convergence then needs every target (e.g. a profile's target on the
+  validation loss, beside a metric that cannot tell learning alone);
 * ``throughput``: the FINISHED figure of throughput, its unit (samples, sequences, tokens,
   images, mel_frames, audio_samples, queries, bytes, flop) and the FINISHED key counting the
   units of work (energy per unit divides by it);
@@ -278,6 +281,7 @@ class CaseFile(_Strict):
     timeout: Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
     metrics: dict[str, Metric] = {}
     target: Target | None = None
+    also_targets: list[Target] = []
     throughput: Throughput = Throughput()
     mfu: Mfu | None = None
     precision_peak: dict[str, str] = {}
@@ -337,13 +341,19 @@ class CaseFile(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "CaseFile":
-        if self.target and self.target.metric not in self.metrics:
-            raise ValueError(f"target.metric {self.target.metric!r} is not one of metrics")
-        if self.target:
-            wanted = ">=" if self.metrics[self.target.metric].direction == "higher" else "<="
-            if self.target.comparison != wanted:
-                raise ValueError(f"target.comparison {self.target.comparison!r} contradicts "
-                                 f"the direction of {self.target.metric}")
+        targets = [("target", self.target)] if self.target else []
+        targets += [(f"also_targets[{i}]", t) for i, t in enumerate(self.also_targets)]
+        for where, target in targets:
+            if target.metric not in self.metrics:
+                raise ValueError(f"{where}.metric {target.metric!r} is not one of metrics")
+            wanted = ">=" if self.metrics[target.metric].direction == "higher" else "<="
+            if target.comparison != wanted:
+                raise ValueError(f"{where}.comparison {target.comparison!r} contradicts "
+                                 f"the direction of {target.metric}")
+        if self.also_targets and self.suite != "training":
+            raise ValueError("also_targets are a training case's (further convergence targets)")
+        if len({t.metric for _, t in targets}) < len(targets):
+            raise ValueError("two targets on one metric")
         if self.suite in ("training", "inference") and self.target is None:
             raise ValueError(f"a {self.suite} case needs target (its metric, comparison and "
                              "config key)")
@@ -373,10 +383,30 @@ class StandardConfig(_Strict):
         return value
 
 
+#: The configuration key a profile's baselines set for the driver (benchmarks/driver/
+#: convergence.py reads it under the same name).
+EVALUATE_BASELINES = "evaluate_baselines"
+
+
+class Baselines(_Strict):
+    """A profile's check that its target means learning (``driver.convergence``): its rounds
+    score the untrained model and the best input-blind predictor, and the target must clear
+    both by several times ``spread``, the metric's run-to-run spread at the target, in its
+    unit, measured or derived as ``basis`` says. ``target``: the metric (a FINISHED key) of the
+    target that must clear them, where a case has further targets (``also_targets``) and the
+    profile sets one; default: the case's ``target``."""
+
+    spread: float = Field(gt=0, allow_inf_nan=False)
+    basis: str = Field(min_length=1)
+    target: str | None = None
+
+
 class ProfileInfo(_Strict):
     description: str = Field(min_length=1)
     #: What the profile shrinks against the standard configuration (empty: nothing).
     reduced: list[Literal[REDUCTIONS]] = []
+    #: A training profile's baselines; its rounds then set the trainer's evaluate_baselines.
+    baselines: Baselines | None = None
 
 
 class ProfileConfig(_Strict):

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pydantic import BaseModel
 
 from flagperf_ansible.config import inference_config
 from flagperf_ansible.config.base_config import check_base_params
-from flagperf_ansible.config.case_schema import CaseFile, ProfileConfig, StandardConfig, formula_keys
+from flagperf_ansible.config.case_schema import EVALUATE_BASELINES, CaseFile, ProfileConfig, \
+    StandardConfig, Target, formula_keys
 from flagperf_ansible.config.casespec import CaseSpec
 from flagperf_ansible.config.errors import ConfigError, raise_first
 from flagperf_ansible.config.suites import suite as suite_of
@@ -99,7 +100,8 @@ class CaseDef:
 
     def contract(self) -> dict[str, Any]:
         """What the controller judges the case's rounds by, as plain data for the plan:
-        ``{suite, metrics, target, throughput, window, data_format, references}``
+        ``{suite, metrics, target, also_targets, throughput, window, data_format,
+        references}``
         (``window``: the monitoring window's PerfLog events, the suite's unless the case sets
         its own; ``references``: the published figures, each ``case_schema.Reference`` as a
         mapping with its ``label`` filled in)."""
@@ -109,6 +111,7 @@ class CaseDef:
         return {"suite": spec.suite,
                 "metrics": {k: m.model_dump() for k, m in spec.metrics.items()},
                 "target": spec.target.model_dump() if spec.target else None,
+                "also_targets": [t.model_dump() for t in spec.also_targets],
                 "throughput": spec.throughput.model_dump(),
                 "window": list(window),
                 "data_format": spec.data.format if spec.data else None,
@@ -176,6 +179,11 @@ def _check_contract_keys(case: CaseDef, shown: str) -> None:
     if target and target.config_key not in params:
         raise ConfigError(f"{target.config_key!r} is not a key of config/standard.yaml params",
                           shown, "target.config_key")
+    for index, also in enumerate(case.spec.also_targets):
+        if also.config_key not in params:
+            raise ConfigError(f"{also.config_key!r} is not a key of config/standard.yaml "
+                              "params (null there: no such target in the standard "
+                              "configuration)", shown, f"also_targets[{index}].config_key")
     if flops and flops.scale_key and flops.scale_key not in params:
         raise ConfigError(f"{flops.scale_key!r} is not a key of config/standard.yaml params",
                           shown, "mfu.flops_per_unit.scale_key")
@@ -202,16 +210,19 @@ def profile_of(project: Path, case: CaseDef, hardware: str,
     """The case's profile ``config/<hardware>.yaml``: ``(label, params)``, or None when it has
     none.
 
-    ``label`` is ``{name, standard: False, description, reduced, checkpoint}``, what results
-    show (``checkpoint``: the profile's own initial checkpoint, or None).
+    ``label`` is ``{name, standard: False, description, reduced, checkpoint, baselines}``, what
+    results show (``checkpoint``: the profile's own initial checkpoint, or None; ``baselines``:
+    ``{spread, basis, target}`` or None). A profile with baselines also sets the driver's
+    ``evaluate_baselines`` in ``params``.
 
     Args:
         hardware: the profile's name: the spec's hardware, or the profile a spec names.
         named: a case spec named it (``profile:``): then it must exist.
 
     Raises:
-        ConfigError: the profile is malformed, names a key that is not a parameter, or
-        changes a fixed key; a named profile the case does not have.
+        ConfigError: the profile is malformed, names a key that is not a parameter, changes a
+        fixed key, gives baselines to a case that does not train, or names as their target a
+        metric that is not one of its targets; a named profile the case does not have.
     """
     path = case.directory / "config" / f"{hardware}.yaml"
     if hardware in NOT_PROFILES or not path.is_file():
@@ -230,10 +241,32 @@ def profile_of(project: Path, case: CaseDef, hardware: str,
         if key in case.standard.fixed:
             raise ConfigError("a fixed key of this case (config/standard.yaml 'fixed'): no "
                               "profile changes it", shown, f"params.{key}")
+    baselines = profile.profile.baselines
     label = {"name": hardware, "standard": False, "description": profile.profile.description,
              "reduced": list(profile.profile.reduced),
-             "checkpoint": profile.checkpoint.model_dump() if profile.checkpoint else None}
-    return label, dict(profile.params)
+             "checkpoint": profile.checkpoint.model_dump() if profile.checkpoint else None,
+             "baselines": baselines.model_dump() if baselines else None}
+    params = dict(profile.params)
+    if baselines:
+        if case.suite != "training":
+            raise ConfigError("baselines are a training profile's (the untrained model and an "
+                              "input-blind predictor scored against the target)", shown,
+                              "profile.baselines")
+        if baselines.target is not None:
+            metrics = [t.metric for t in active_targets(case, {**case.standard.params, **params})]
+            if baselines.target not in metrics:
+                raise ConfigError(f"{baselines.target!r} is not a target of this profile "
+                                  f"({', '.join(metrics)})", shown, "profile.baselines.target")
+        # The driver's key (driver/convergence.py), not a case parameter.
+        params[EVALUATE_BASELINES] = True
+    return label, params
+
+
+def active_targets(case: CaseDef, config: Mapping[str, Any]) -> list[Target]:
+    """The case's targets in effect under ``config`` (its effective parameters): its
+    ``target``, then each of ``also_targets`` whose config key is set (not null)."""
+    targets = [case.spec.target] if case.spec.target else []
+    return targets + [t for t in case.spec.also_targets if config.get(t.config_key) is not None]
 
 
 def vendor_overrides(project: Path, case: CaseDef, path: Path,

@@ -2,7 +2,11 @@
 
 A suite decides (DESIGN.md "suite"):
 
-* the pass rule of a round (``round_verdict``): training converges to its target, inference
+* the pass rule of a round (``round_verdict``): training converges to its target (and to
+  each of its further targets in effect, ``also_targets``), which neither the untrained model
+  nor an input-blind predictor meets where the round scored them (a profile's baselines,
+  ``untrained_<metric>`` and ``blind_<metric>``; with further targets: meets them all),
+  inference
   ran, its accuracy is within its bound and its engine's outputs are the framework's (within
   ``target_output_rel_error``), base ran and reported every figure it declares
   (or why the device cannot measure it, FINISHED ``not_measured``),
@@ -96,15 +100,35 @@ def suite(name: str | None) -> Suite:
     return SUITES[name or "training"]
 
 
-def target_met(finished: Mapping[str, Any], target: Mapping[str, Any]) -> bool | None:
-    """Whether FINISHED's ``target.metric`` meets ``target_<name>`` by ``target.comparison``
-    (``>=`` or ``<=``); None when either number is missing."""
+def metric_name(target: Mapping[str, Any]) -> str:
+    """The metric's name of a contract's ``target`` (``final_acc1`` -> ``acc1``)."""
     metric = str(target["metric"])
-    name = metric[len("final_"):] if metric.startswith("final_") else metric
-    final, goal = as_number(finished.get(metric)), as_number(finished.get(f"target_{name}"))
-    if final is None or goal is None:
+    return metric[len("final_"):] if metric.startswith("final_") else metric
+
+
+#: A profile's baselines in FINISHED (``<prefix>_<metric>``) and how a reason names them.
+BASELINES = {"untrained": "the untrained model", "blind": "an input-blind predictor"}
+
+
+def target_met(finished: Mapping[str, Any], target: Mapping[str, Any],
+               prefix: str = "final") -> bool | None:
+    """Whether FINISHED's ``<prefix>_<metric>`` (the final value, or a baseline's:
+    ``BASELINES``) meets ``target_<metric>`` by ``target.comparison`` (``>=`` or ``<=``); None
+    when either number is missing. ``target.metric`` is ``final_<metric>``."""
+    name = metric_name(target)
+    value = as_number(finished.get(f"{prefix}_{name}"))
+    goal = as_number(finished.get(f"target_{name}"))
+    if value is None or goal is None:
         return None
-    return final >= goal if target["comparison"] == ">=" else final <= goal
+    return value >= goal if target["comparison"] == ">=" else value <= goal
+
+
+def training_targets(finished: Mapping[str, Any], contract: Mapping[str, Any]) -> list[Mapping]:
+    """A training round's targets: the contract's ``target``, then each of its
+    ``also_targets`` that the round had (its ``target_<metric>`` is in FINISHED)."""
+    targets = [contract["target"]] if contract.get("target") else []
+    return targets + [t for t in contract.get("also_targets") or ()
+                      if as_number(finished.get(f"target_{metric_name(t)}")) is not None]
 
 
 def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
@@ -114,8 +138,9 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
     Args:
         suite_name: the case's suite.
         finished: rank 0's FINISHED value.
-        contract: the plan's ``contract`` of the case (``target``, ``metrics``), or None for
-            FlagPerf's folders, where only the case's ``converged`` claim is known.
+        contract: the plan's ``contract`` of the case (``target``, ``also_targets``,
+            ``metrics``), or None for FlagPerf's folders, where only the case's ``converged``
+            claim is known.
     """
     name = suite_name or "training"
     contract = contract or {}
@@ -123,9 +148,19 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
     if name == "training":
         if finished.get("converged") is not True:
             return False, "did not converge to its target"
-        if target and target_met(finished, target) is False:
-            return False, (f"claims converged, but {target['metric']} {finished.get(target['metric'])} "
-                           f"is not {target['comparison']} its target")
+        targets = training_targets(finished, contract)
+        for one in targets:
+            if target_met(finished, one) is False:
+                return False, (f"claims converged, but {one['metric']} "
+                               f"{finished.get(one['metric'])} is not {one['comparison']} its "
+                               "target")
+        for prefix, who in BASELINES.items():
+            if targets and all(target_met(finished, one, prefix) for one in targets):
+                scores = ", ".join(
+                    f"{metric_name(one)} {finished[f'{prefix}_{metric_name(one)}']:.4g} (target "
+                    f"{one['comparison']} {finished[f'target_{metric_name(one)}']:.4g})"
+                    for one in targets)
+                return False, (f"the target is met without learning: {who} scores {scores}")
         return True, ""
     if name == "inference":
         ran = [p for p in finished.get("paths_run") or () if p in INFERENCE_PATHS]
@@ -142,6 +177,10 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
         # The engine computes the framework's model: its outputs, not only its accuracy.
         error = as_number(finished.get("output_rel_error"))
         bound = as_number(finished.get("target_output_rel_error"))
+        if bound is not None and error is None:
+            # Accuracy alone cannot tell an engine that computes another function.
+            return False, ("the engine's outputs could not be compared with the framework's "
+                           "(FINISHED has no output_rel_error)")
         if error is not None and bound is not None and not error <= bound:
             return False, (f"the engine's outputs are not the framework's: output_rel_error "
                            f"{error:.3g} above {bound:g}")
