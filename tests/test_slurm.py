@@ -4,8 +4,9 @@ their pids), submitted from a loopback sshd host (the login node; its sessions n
 with ``SLURM_CONF``) as the non-root ssh user, whose home holds flagperf_root and
 flagperf_workdir, shared with the nodes as a site's file system is:
 
-* a two-node interconnect all-reduce base round and a two-node resnet50 round, runtime none,
-  in one run (the nodes' Python: an environment with the cpu vendor's PyTorch that the ssh user
+* a two-node interconnect all-reduce base round and a two-node resnet50 round (its cpu profile
+  cut to 10 updates: these rounds prove the distribution, not learning), runtime none, in one
+  run (the nodes' Python: an environment with the cpu vendor's PyTorch that the ssh user
   can run, ``node_python``);
 * a two-node resnet50 round in the cpu vendor's image (runtime docker: ``docker run --init``
   with the job's label);
@@ -45,6 +46,11 @@ ROOT = Path(__file__).resolve().parents[1]
 NODE_FILES = {"config.yaml", "launch.json", "launcher.log", "monitor.json", "sys_info.json",
               "sys_monitor.csv", "cpu_cores.csv", "sys_monitor.log"}
 NODES = ("slurm1_noderank0", "slurm2_noderank1")
+#: resnet50's cpu profile cut to 10 updates of one epoch, with a target any evaluated model meets:
+#: these rounds prove the distribution through Slurm, not learning (tests/test_local_run.py
+#: trains the profile to its target).
+RESNET50_PROFILE = "benchmarks/resnet50/pytorch/config/cpu.yaml"
+SHORT_RESNET50 = {"epochs": 1, "max_steps": 10, "target_acc1": 1.0}
 SLEEP = {"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": 2,
          "nproc_per_node": 1, "repeat": 1, "timeout": 120}
 
@@ -79,13 +85,29 @@ def node_python() -> str:
     return json.loads(made.stdout)["python"]
 
 
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """The checkout's runnable parts, with resnet50's short profile and a diagnostic case that
+    hangs on two nodes until stopped."""
+    from checkout_copy import copy_checkout, shorten_profiles
+
+    project = copy_checkout(tmp_path_factory.mktemp("slurm-project") / "project")
+    shorten_profiles(project, {RESNET50_PROFILE: SHORT_RESNET50})
+    folder = project / "vendors/cpu/sleep-pytorch/config"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cpux2x1.yaml").write_text(yaml.safe_dump({"hang": True}))
+    return project
+
+
 class Login:
     """The submit host (one loopback sshd host) and runs of site.yml or the wrapper through it."""
 
-    def __init__(self, host, tmp_path: Path):
+    def __init__(self, host, tmp_path: Path, project: Path):
         self.host = host
         self.folder = tmp_path
-        self.env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        self.project = project
+        self.env = {**os.environ, "ANSIBLE_CONFIG": str(project / "ansible.cfg"),
+                    "FLAGPERF_PROJECT_DIR": str(project),
                     "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
         home = Path(pwd.getpwnam(loopback_cluster.USER).pw_dir) / f"slurm-{slurm_cluster.PORT}"
         self.workdir = home / "work"
@@ -107,9 +129,9 @@ class Login:
     def wrapper(self, inventory: Path, *extra: str, background: bool = False):
         argv = [sys.executable, "-m", "flagperf_ansible", "run", "-i", str(inventory), *extra]
         if background:
-            return subprocess.Popen(argv, cwd=ROOT, env=self.env, text=True,
+            return subprocess.Popen(argv, cwd=self.project, env=self.env, text=True,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        return subprocess.run(argv, cwd=ROOT, env=self.env, capture_output=True, text=True,
+        return subprocess.run(argv, cwd=self.project, env=self.env, capture_output=True, text=True,
                               timeout=1800)
 
     def run_dir(self, name: str) -> Path:
@@ -119,7 +141,7 @@ class Login:
 
 
 @pytest.fixture(scope="module")
-def login(slurm, tmp_path_factory):
+def login(slurm, project, tmp_path_factory):
     """The login node: one sshd host whose sessions name the cluster (sshd's SetEnv), with
     settings for rounds through Slurm (partition bench, this worktree's master port)."""
     host = loopback_cluster.start_for_test(
@@ -127,7 +149,7 @@ def login(slurm, tmp_path_factory):
         settings={"flagperf_backend": "slurm", "flagperf_slurm_partition": slurm_cluster.PARTITION,
                   "flagperf_master_port": 29620, "flagperf_wait_slice": 2},
         sshd_options=[f"SetEnv=SLURM_CONF={slurm.conf}"])
-    yield Login(host, tmp_path_factory.mktemp("slurm-runs"))
+    yield Login(host, tmp_path_factory.mktemp("slurm-runs"), project)
     host.stop()
 
 
@@ -184,7 +206,7 @@ def check_layout(round_dir: Path, extra: set[str] = frozenset()) -> dict:
 
 def test_a_base_round_and_resnet50_through_slurm_runtime_none(slurm, login, node_python):
     """Two cases in one run through the wrapper: the hosts' link (all-reduce across both nodes)
-    and resnet50 trained across both (gloo, half the batch per node), each passing with an ssh
+    and resnet50's short profile trained across both (gloo, half the batch per node), each passing with an ssh
     round's layout, the job's id, nodes and partition in round.json and summary.json."""
     data = loopback_cluster.SHARED / "data" / "digits"
     inventory = login.inventory("none", {
@@ -242,28 +264,13 @@ def test_resnet50_through_slurm_in_the_cpu_vendors_container(slurm, login):
     nothing_left(slurm, run_dir.name)
 
 
-@pytest.fixture(scope="module")
-def hanging(tmp_path_factory) -> Path:
-    """A copy of the checkout whose diagnostic case hangs on two nodes until stopped."""
-    from checkout_copy import copy_checkout
-
-    project = copy_checkout(tmp_path_factory.mktemp("hanging") / "project")
-    folder = project / "vendors/cpu/sleep-pytorch/config"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "cpux2x1.yaml").write_text(yaml.safe_dump({"hang": True}))
-    return project
-
-
-def test_sigint_to_the_wrapper_mid_round_cancels_the_job_and_leaves_nothing(slurm, login, hanging):
+def test_sigint_to_the_wrapper_mid_round_cancels_the_job_and_leaves_nothing(slurm, login):
     """Ctrl-C to the wrapper while both nodes' containers run: the callback's clean-up cancels the
     job (every node's step stops its container and monitor and keeps their files), the round is
     interrupted, and neither node keeps a process or container of the run."""
     inventory = login.inventory("sigint", {"flagperf_container_runtime": "docker",
                                            "flagperf_cases": [SLEEP]})
-    env = {**login.env, "FLAGPERF_PROJECT_DIR": str(hanging), "ANSIBLE_CONFIG": str(hanging / "ansible.cfg")}
-    running = subprocess.Popen([sys.executable, "-m", "flagperf_ansible", "run", "-i", str(inventory)],
-                               cwd=hanging, env=env, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT)
+    running = login.wrapper(inventory, background=True)
     try:
         deadline = time.monotonic() + 600
         while True:
@@ -291,7 +298,7 @@ def test_sigint_to_the_wrapper_mid_round_cancels_the_job_and_leaves_nothing(slur
     nothing_left(slurm, run_id)
 
 
-def test_a_job_queued_then_a_nodes_slurmd_killed(slurm, login, hanging):
+def test_a_job_queued_then_a_nodes_slurmd_killed(slurm, login):
     """One round, two faults. Its job first waits in the queue (slurm2 drained): shown as waiting,
     its queue time recorded and not counted in the round. Then slurm2's slurmd is killed
     mid-round: the round fails naming slurm2 once Slurm holds the node down. slurmd back, the
@@ -301,10 +308,9 @@ def test_a_job_queued_then_a_nodes_slurmd_killed(slurm, login, hanging):
     inventory = login.inventory("faults", {"flagperf_container_runtime": "none",
                                            "flagperf_cases": [SLEEP]})
     # Its output line by line, as it is written (a pipe would hold it in ansible's buffer).
-    env = {**login.env, "FLAGPERF_PROJECT_DIR": str(hanging), "ANSIBLE_CONFIG": str(hanging / "ansible.cfg"),
-           "PYTHONUNBUFFERED": "1"}
+    env = {**login.env, "PYTHONUNBUFFERED": "1"}
     slurm.command("scontrol", "update", "nodename=slurm2", "state=drain", "reason=flagperf-test")
-    running = subprocess.Popen(["ansible-playbook", "site.yml", "-i", str(inventory)], cwd=hanging,
+    running = subprocess.Popen(["ansible-playbook", "site.yml", "-i", str(inventory)], cwd=login.project,
                                env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(running.stdout), daemon=True).start()
