@@ -25,6 +25,19 @@ def copy_checkout(target: Path) -> Path:
     return target
 
 
+def shorten_profiles(project: Path, edits: dict[str, dict]) -> Path:
+    """Set keys among the ``params`` of YAML case profiles in the checkout copy ``project``
+    (``edits``: profile path relative to it, then keys). A shortened profile's target is one a
+    model meets without learning, so its ``baselines`` are dropped: its rounds score none and
+    are not failed for that. Returns ``project``."""
+    for name, params in edits.items():
+        document = yaml.safe_load((project / name).read_text())
+        document["params"].update(params)
+        document["profile"].pop("baselines", None)
+        (project / name).write_text(yaml.safe_dump(document, sort_keys=False))
+    return project
+
+
 def write_local_inventory(folder: Path, settings: dict) -> Path:
     """``folder/hosts.yml`` with this machine as the one flagperf host (``ansible_connection:
     local``, this Python) and ``settings`` as ``folder/group_vars/all.yml``; returns ``folder``."""

@@ -147,7 +147,8 @@ class Cluster:
             session.kill()
 
 
-def start_for_test(state: Path, count: int = 2) -> Cluster:
+def start_for_test(state: Path, count: int = 2, settings: dict | None = None,
+                   sshd_options: list[str] | None = None) -> Cluster:
     """``start`` for a test fixture: the test is skipped where the cluster cannot run, and
     fails under CI (``$CI``), which must provide it."""
     from unavailable import unavailable
@@ -155,11 +156,13 @@ def start_for_test(state: Path, count: int = 2) -> Cluster:
     missing = problems()
     if missing:
         unavailable("no test cluster here: " + "; ".join(missing))
-    return start(state, count)
+    return start(state, count, settings, sshd_options)
 
 
-def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
-    """Start ``count`` sshd hosts and write an inventory for them under ``state``."""
+def start(state: Path, count: int = 2, settings: dict | None = None,
+          sshd_options: list[str] | None = None) -> Cluster:
+    """Start ``count`` sshd hosts and write an inventory for them under ``state``;
+    ``sshd_options`` are more ``-o`` options of every sshd (``SetEnv=SLURM_CONF=...``)."""
     state.mkdir(parents=True, exist_ok=True)
     user = ensure_user()
     ensure_base_image()
@@ -193,6 +196,8 @@ def start(state: Path, count: int = 2, settings: dict | None = None) -> Cluster:
                        "-o", "KbdInteractiveAuthentication=no", "-o", "UsePAM=no",
                        "-o", "PermitRootLogin=no", "-o", f"AllowUsers={USER}",
                        "-o", "AuthorizedKeysFile=.ssh/authorized_keys", "-o", "MaxStartups=100"]
+        for option in sshd_options or ():
+            argvs[name] += ["-o", option]
         processes.append(subprocess.Popen(argvs[name], stdout=subprocess.DEVNULL,
                                           stderr=open(state / f"{name}_sshd.log", "a")))
     cluster = Cluster(state=state, hosts=hosts, inventory=state / "inventory",

@@ -27,6 +27,7 @@ import yaml
 
 import loopback_cluster
 from flagperf_ansible.run.launch import framework_env_name
+from checkout_copy import shorten_profiles
 from test_cluster import left_behind
 
 pytestmark = pytest.mark.slow
@@ -46,9 +47,7 @@ SHORT_BERT = {"target_mlm_accuracy": 0.04}
 
 def checkout_copy(target: Path, edits: dict[str, dict]) -> Path:
     """The files git tracks in this checkout, copied to ``target`` (links kept as links), with
-    ``edits``: for a YAML case profile, keys to set among its ``params``. An edited profile's
-    target is one a model meets without learning, so its ``baselines`` are dropped: its rounds
-    score none and are not failed for that."""
+    ``edits`` as :func:`checkout_copy.shorten_profiles` takes them."""
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
                             check=True).stdout.decode()
     for name in filter(None, listed.split("\0")):
@@ -58,12 +57,7 @@ def checkout_copy(target: Path, edits: dict[str, dict]) -> Path:
             copy.symlink_to(os.readlink(source))
         elif source.is_file():
             shutil.copy2(source, copy)
-    for name, params in edits.items():
-        document = yaml.safe_load((target / name).read_text())
-        document["params"].update(params)
-        document["profile"].pop("baselines", None)
-        (target / name).write_text(yaml.safe_dump(document, sort_keys=False))
-    return target
+    return shorten_profiles(target, edits)
 
 
 def test_tensorflow2_and_paddle_rounds_span_two_hosts(cluster, tmp_path, venv_env):

@@ -116,3 +116,42 @@ def test_the_wrapper_puts_the_progress_on_its_bar():
                            "stdout": "flagperf-progress: node1: epoch 3/8, step 132; 1 min in"})
         shown = progress.tasks[0].description
     assert shown == "resnet50-pytorch-cpux1x1 round 1/1: node1: epoch 3/8, step 132; 1 min in"
+
+
+# A Slurm job's report (flagperf_host.slurm_job): each node's record (flagperf_host.slurm_node).
+def slurm_report(state, *records, **job):
+    return {"job_id": "42", "state": state, "finished": 1, "started_ms": 1000, "ended_ms": 5000,
+            "submitted_ms": 400, "queued_s": 0.6, "partition": "bench", "nodes": list(records), **job}
+
+
+def test_a_slurm_rounds_hosts_are_its_nodes_and_how_each_ended():
+    from flagperf_ansible.run.round_wait import slurm_job_record, slurm_round_error, slurm_round_hosts
+
+    failed = {"noderank": 1, "host": "n2", "node": {"finished": 1, "rc": 3}, "stopped": False}
+    # Stopped by srun's --kill-on-bad-exit: SIGTERM reached its case too (no exit of its own).
+    stopped = {"noderank": 0, "host": "n1", "node": {"finished": 1, "rc": None}, "stopped": True,
+               "errors": ["flagperf_host.node_job exited 1: ..."]}
+    rows = slurm_round_hosts(slurm_report("FAILED", stopped, failed))
+    assert [(r["host"], r["noderank"], r["rc"], r["stopped"], r["lost"], r["error"]) for r in rows] == [
+        ("n1", 0, None, True, False, ""), ("n2", 1, 3, False, False, "")]
+    assert round_status(rows, None) == ("failed", "launch failed on n2 (exit 3); stopped n1")
+    # A case killed by the signal (rc -15) is stopped, not a failure of its own.
+    signalled = {**stopped, "node": {"finished": 1, "rc": -15}}
+    assert slurm_round_hosts(slurm_report("CANCELLED", signalled))[0]["stopped"] is True
+    # The job's time limit (or the round's deadline) ended it: the stopped nodes timed out.
+    (timed_out,) = slurm_round_hosts(slurm_report("TIMEOUT", stopped))
+    assert timed_out["timed_out"] is True and timed_out["stopped"] is False
+    # A node that left no end record: lost, named.
+    gone = {"noderank": 1, "host": "n2", "lost": True}
+    rows = slurm_round_hosts(slurm_report("NODE_FAIL", stopped, gone))
+    assert round_status(rows, None) == ("failed", "host lost during the round: n2")
+    # A start step that failed on a node is an orchestration error there.
+    broken = {"noderank": 0, "host": "n1", "node": {"finished": 1, "rc": None}, "stopped": False,
+              "errors": ["flagperf_host.sys_monitor exited 2: psutil is not installed"]}
+    assert round_status(slurm_round_hosts(slurm_report("FAILED", broken)), None)[1] == (
+        "orchestration error on n1: flagperf_host.sys_monitor exited 2: psutil is not installed")
+    record = slurm_job_record(slurm_report("COMPLETED", failed, stopped))
+    assert record["nodes"] == ["n1", "n2"] and record["queued_s"] == 0.6
+    assert slurm_round_error(slurm_report("COMPLETED", failed)) == ""
+    # The batch step failed before any node started (a Python missing on the nodes).
+    assert "before any node started" in slurm_round_error(slurm_report("FAILED", exit_code="127:0"))

@@ -196,7 +196,7 @@ def test_no_task_asks_for_privileged_containers_itself():
 
 # -- no shell strings from user values -----------------------------------------------------------
 
-STEP_NAME = re.compile(r"_(monitor|launch|container)_[a-z_]+_steps?")
+STEP_NAME = re.compile(r"_(monitor|launch|container|sys_info|slurm_job)(_[a-z_]+)?_steps?")
 
 
 def step_definitions() -> dict[str, Any]:
@@ -214,8 +214,9 @@ def test_scripts_get_an_argument_list():
     task uses `ansible.builtin.script` (a command line string). The roles' step definitions
     (their vars/main.yml), which the roles' tasks and a round's combined steps run, are held
     to the same: constant module names of the host package, argument lists (or the package's argv builder
-    after our options); a step's input module is a constant module name with a mapping of
-    arguments. A task's `steps` names those definitions only."""
+    after our options: a launcher's, a container's in a Slurm job, the sbatch line); a step's
+    input module is a constant module name with a mapping of arguments, its input data (a Slurm
+    job's definition) no command line. A task's `steps` names those definitions only."""
     scripts = [(rel(path), task) for path, task in ALL_TASKS
                if "flagperf.benchmark.piped_script" in task]
     assert {path for path, _task in scripts} >= {
@@ -240,7 +241,7 @@ def test_scripts_get_an_argument_list():
     for name, value in definitions.items():
         steps += [(name, step) for step in (value if isinstance(value, list) else [value])]
     for where, step in steps:
-        assert set(step) <= {"module", "argv", "environment", "input_module"}, where
+        assert set(step) <= {"module", "argv", "environment", "input", "input_module"}, where
         assert re.fullmatch(r"flagperf_host\.[a-z_]+", step["module"]), where
         if "input_module" in step:
             # A constant module, its arguments a mapping (module arguments, not words).
@@ -251,7 +252,9 @@ def test_scripts_get_an_argument_list():
             # One expression producing the list: the package's argv builder after our options.
             text = " ".join(argv.split())
             assert text.startswith("{{ [") and re.search(
-                r"\+ launch_round \| flagperf\.benchmark\.flagperf_launch_argv\(", text), where
+                r"\+ (launch_round \| flagperf\.benchmark\.flagperf_launch_argv\("
+                r"|container_round \| flagperf\.benchmark\.flagperf_container_argv\("
+                r"|slurm_job_sbatch }}$)", text), where
         else:
             assert isinstance(argv, list), where
     assert not [rel(path) for path, task in ALL_TASKS if module_of(task)[0] == "script"]

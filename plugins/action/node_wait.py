@@ -21,7 +21,13 @@ Options:
   ``<case_id>/round<k>@<started_ms>``): its nodes publish how they ended and read their peers';
 * ``publish`` (``failed``, with ``round_id``): wait for nothing, only tell the round's other
   nodes that this one failed (a round's rescue, when a task failed on this host before or
-  during its wait: its peers must not wait for it until the timeout).
+  during its wait: its peers must not wait for it until the timeout);
+* ``job_dir`` (instead of ``output_dir``; backend slurm): wait for a round's Slurm job on its
+  submit host, each slice ``flagperf_host.slurm_job wait`` there, which asks Slurm and reads
+  the job's records. While the job waits in the queue it is shown as waiting (``flagperf-progress:
+  <host>: job 42 waiting in the queue (Resources), 1 min in``), and the queue time is not the
+  round's: ``timeout`` counts from the job's start. ``node`` is then the job's report
+  (``state``, ``nodes``, ``queued_s``, ...).
 
 While the node runs, where rank 0 is (its epoch, step and last evaluation, from its PerfLog
 lines) is shown as one line per new epoch or evaluation, or per minute at most, ``flagperf-progress: <host>: epoch 3, step 132, acc1
@@ -58,23 +64,25 @@ from flagperf_ansible.results.overview import duration_text
 from flagperf_ansible.run.host_steps import Step, exchange
 from flagperf_ansible.run.round_wait import RoundBoard, job_status, node_failed
 
-# The launch role's host side: the host package's entry module.
+# The launch role's host side, and the slurm_job role's: the host package's entry modules.
 NODE_JOB = "flagperf_host.node_job"
+SLURM_JOB = "flagperf_host.slurm_job"
 
 
 class ActionModule(ActionBase):
     # Nothing goes through a temporary folder on the host: no exchange to make or remove one.
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("output_dir", "executable", "slice", "timeout", "grace", "round_id",
-                             "publish"))
+    _VALID_ARGS = frozenset(("output_dir", "job_dir", "executable", "slice", "timeout", "grace",
+                             "round_id", "publish"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
         args = self._task.args
         output_dir = to_text(args.get("output_dir") or "")
-        if not output_dir:
-            raise AnsibleActionFail("output_dir is required")
+        job_dir = to_text(args.get("job_dir") or "")
+        if bool(output_dir) == bool(job_dir):
+            raise AnsibleActionFail("give output_dir (a node), or job_dir (a Slurm job)")
         try:
             slice_s = float(args.get("slice", 10))
             timeout = float(args["timeout"])
@@ -102,10 +110,13 @@ class ActionModule(ActionBase):
         epochs = planned_epochs(task_vars.get("flagperf_round"))
         shown, shown_at = None, 0.0
         slices, node, stopped_by = 0, {"finished": 0}, None
+        queued = bool(job_dir)          # a job's time counts once it runs
         while True:
             seconds = max(min(slice_s, deadline - time.monotonic()), 0)
-            command, data = exchange(executable, [Step(module=NODE_JOB, argv=[
-                "wait", "--output-dir", output_dir, "--seconds", f"{seconds:.3f}"])])
+            command, data = exchange(executable, [
+                Step(module=SLURM_JOB, argv=["wait", "--job-dir", job_dir, "--seconds", f"{seconds:.3f}"])
+                if job_dir else
+                Step(module=NODE_JOB, argv=["wait", "--output-dir", output_dir, "--seconds", f"{seconds:.3f}"])])
             try:
                 done = self._low_level_execute_command(command, in_data=data, sudoable=False)
             except AnsibleConnectionFailure:
@@ -119,6 +130,21 @@ class ActionModule(ActionBase):
                 if board is not None:
                     board.publish(host, "failed" if node_failed(node) else "ended")
                 break
+            if queued:
+                if node.get("started_ms") is None:
+                    # Waiting in the queue: shown so, and the round's timeout does not run.
+                    deadline = time.monotonic() + timeout + grace
+                    line = (f"job {node.get('job_id')} waiting in the queue ({node.get('reason') or node.get('state')}), "
+                            f"{duration_text(node.get('queued_s') or 0)} in")
+                    if time.monotonic() - shown_at >= 60 or shown is None:
+                        shown, shown_at = (), time.monotonic()
+                        self._display.display(f"flagperf-progress: {host}: {line}")
+                    continue
+                queued, began = False, time.monotonic()
+                deadline = began + timeout + grace
+                self._display.display(f"flagperf-progress: {host}: job {node.get('job_id')} running on "
+                                      f"{node.get('nodelist')} after {duration_text(node.get('queued_s') or 0)} "
+                                      "in the queue")
             where = node.get("progress") or {}
             line = progress_line(where, time.monotonic() - began, epochs)
             # A line per new epoch or evaluation, else one a minute at most.

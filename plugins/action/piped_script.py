@@ -41,6 +41,9 @@ Options:
   that is four more ssh exchanges per host (a temporary folder, two transfers, their modes) and
   a second module run (``async_wrapper``) to start, and a results file left in
   ``~/.ansible_async``. The arguments are templated with the task (``omit`` drops a key);
+* a step's ``input`` (a string, or data sent as JSON; instead of ``input_module``): the step's
+  standard input is that text (e.g. a document too long for one word of a command line), in an
+  unnamed temporary file as a module's payload is;
 * ``keep_going`` (bool, default false): run the later steps after a failed one too (steps
   that stop things); the task's ``rc`` is still the first failed step's;
 * ``executable`` (default ``python3``): the Python on the host.
@@ -54,9 +57,11 @@ pipe data to a command (ssh, local, docker; not winrm).
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 try:
@@ -71,7 +76,7 @@ from ansible.plugins.action import ActionBase
 
 from flagperf_ansible.run.host_steps import HOST_PACKAGE, Step, exchange, is_entry_module
 
-STEP_KEYS = frozenset(("module", "script", "argv", "environment", "input_module"))
+STEP_KEYS = frozenset(("module", "script", "argv", "environment", "input", "input_module"))
 
 # The runner's line for a failed step (a step's own stderr may have lines much like it).
 _FAILED_STEP = re.compile(r"step \d+ \(.+\) exited \d+")
@@ -106,7 +111,8 @@ class ActionModule(ActionBase):
                     source = handle.read()
             runs.append(Step(argv=step["argv"], module=step["module"], script=step["script"], source=source,
                              env=step["environment"],
-                             input=self._module_payload(step["input_module"], task_vars) if step["input_module"] else b""))
+                             input=self._module_payload(step["input_module"], task_vars) if step["input_module"]
+                             else step["input"].encode("utf-8")))
         if "steps" not in args and not runs[0].module:
             # A script alone: its text is the program (``python3 - ARGV``), no runner.
             command, data = " ".join(shlex.quote(w) for w in [executable, "-", *runs[0].argv]), runs[0].source
@@ -140,7 +146,7 @@ class ActionModule(ActionBase):
         the messages."""
         if not isinstance(step, dict) or set(step) - STEP_KEYS or bool(step.get("module")) == bool(step.get("script")):
             raise AnsibleActionFail(f"{where.rstrip('.')} must be a mapping of module or script, argv, "
-                                    "environment, input_module")
+                                    "environment, input or input_module")
         module = to_text(step.get("module") or "")
         if module and not is_entry_module(module):
             raise AnsibleActionFail(f"{where}module must be a module of {HOST_PACKAGE}, got {module!r}")
@@ -155,7 +161,14 @@ class ActionModule(ActionBase):
                                        and isinstance(wanted.get("name"), str)
                                        and isinstance(wanted.get("args", {}), dict)):
             raise AnsibleActionFail(f"{where}input_module must be a mapping of name and args (a mapping)")
-        return {"module": module, "script": to_text(step.get("script") or ""),
+        text = step.get("input")
+        if text is not None and wanted is not None:
+            raise AnsibleActionFail(f"{where}input and input_module exclude each other")
+        if isinstance(text, (Mapping, list)):
+            text = json.dumps(text)
+        elif text is not None and not isinstance(text, str):
+            raise AnsibleActionFail(f"{where}input must be a string, or data sent as JSON")
+        return {"input": to_text(text or ""), "module": module, "script": to_text(step.get("script") or ""),
                 "argv": [to_text(word) for word in argv],
                 "environment": {to_text(k): to_text(v) for k, v in environment.items()},
                 "input_module": {"name": wanted["name"], "args": wanted.get("args") or {}} if wanted else None}

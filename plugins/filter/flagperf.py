@@ -17,9 +17,11 @@ from ansible.errors import AnsibleFilterError
 # this file again, once per task and host. The case-spec and plan filters (pydantic models,
 # YAML) import what they need when called.
 from flagperf_ansible.run.launch import container_name, image_tag
+from flagperf_ansible.config import containers, slurm
 from flagperf_ansible.config.launchers import launch_argv, launch_env
 from flagperf_ansible.results.provenance import node_dir_name
-from flagperf_ansible.run.round_wait import job_status, node_outcome
+from flagperf_ansible.run.round_wait import job_status, node_outcome, slurm_job_record, \
+    slurm_round_error, slurm_round_hosts
 
 DOCUMENTATION = """
 name: flagperf
@@ -153,6 +155,54 @@ def flagperf_launch_env(round_, noderank, root, master_port, extra=None):
         raise AnsibleFilterError(str(err)) from None
 
 
+def flagperf_container_argv(round_, runtime, noderank, image, name, master_port, env, options,
+                            user, root, output_dir):
+    """Backend slurm: the command line that runs one node of a round in its container, where no
+    Ansible module runs (``flagperf_ansible.config.containers.container_argv``: ``docker run
+    --init`` with the job's label, pyxis's ``srun --container-image``, ``apptainer exec``), its
+    launcher under the image's interpreter with the container's paths; ``env`` is the case's
+    environment (passed by name)."""
+    round_ = _plain(round_)
+    noderank = int(noderank)
+    try:
+        argv = launch_argv(round_, noderank, str(round_["python"]), containers.ROOT,
+                           containers.OUTPUT, containers.DATA, int(master_port))
+        return containers.container_argv(
+            str(runtime), str(image), str(name), slurm.JOB_TOKEN, str(round_["node_names"][noderank]),
+            str(root), str(output_dir), str(round_.get("data_dir") or ""), sorted(_plain(env or {})),
+            _plain(options or {}), str(user or ""), argv)
+    except (ValueError, KeyError, IndexError) as err:
+        raise AnsibleFilterError(f"flagperf_container_argv: {err}") from None
+
+
+def flagperf_sbatch_argv(round_, run_id, settings, job_dir):
+    """Backend slurm: the ``sbatch`` command line of a round's job (``config.slurm.sbatch_argv``),
+    its output ``<job_dir>/slurm-<job id>.out``."""
+    round_ = _plain(round_)
+    settings = _plain(settings or {})
+    name = slurm.job_name(str(run_id), str(round_["case_id"]), int(round_["round"]))
+    return slurm.sbatch_argv(settings, name, int(round_["nnodes"]),
+                             slurm.time_limit(str(settings.get("time_limit") or ""), round_["timeout"]),
+                             f"{job_dir}/slurm-%j.out")
+
+
+def flagperf_slurm_job_name(round_, run_id):
+    """A round's Slurm job name (``config.slurm.job_name``)."""
+    return slurm.job_name(str(run_id), str(round_["case_id"]), int(round_["round"]))
+
+
+def flagperf_slurm_round_hosts(report, deadline_passed=False):
+    """A Slurm round's host rows from its job's report (``round_wait.slurm_round_hosts``)."""
+    return slurm_round_hosts(dict(job_status(_plain(report or {}))), bool(deadline_passed))
+
+
+def flagperf_slurm_job(report):
+    """What round.json keeps of a round's Slurm job (``round_wait.slurm_job_record``), and
+    ``error``: what went wrong with the job itself ("" when its nodes say it all)."""
+    report = dict(job_status(_plain(report or {})))
+    return {**slurm_job_record(report), "error": slurm_round_error(report)}
+
+
 def flagperf_image_tag(framework, project_dir, vendor, inputs=None):
     """Content-hash tag of ``vendors/<vendor>/docker_image/<framework>/`` and ``inputs``."""
     try:
@@ -185,4 +235,9 @@ class FilterModule:
             "flagperf_results_root": flagperf_results_root,
             "flagperf_job_status": flagperf_job_status,
             "flagperf_node_dir": flagperf_node_dir,
+            "flagperf_container_argv": flagperf_container_argv,
+            "flagperf_sbatch_argv": flagperf_sbatch_argv,
+            "flagperf_slurm_job_name": flagperf_slurm_job_name,
+            "flagperf_slurm_round_hosts": flagperf_slurm_round_hosts,
+            "flagperf_slurm_job": flagperf_slurm_job,
         }

@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from flagperf_ansible.config.casespec import check_name, check_path, not_bool
 from flagperf_ansible.config.errors import ConfigError, raise_first
+from flagperf_ansible.config.slurm import check_options, check_time_limit
 
 IMAGE_PATTERN = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?")
 #: Environment variable names (POSIX portable names).
@@ -28,6 +29,8 @@ RUN_ID_PATTERN = re.compile(r"run[0-9]{14}")
 #: One OpenSSH public key line: type, base64 key, optional comment.
 PUBLIC_KEY_PATTERN = re.compile(r"(ssh|ecdsa|sk)-[A-Za-z0-9@.-]+ [A-Za-z0-9+/]+={0,3}( [^\r\n]*)?")
 SIZE_PATTERN = re.compile(r"[0-9]+[bkmgBKMG]?")
+#: An image pyxis or Apptainer runs: a file, or a URI (docker://registry#image:tag, oras://...).
+CONTAINER_IMAGE_PATTERN = re.compile(r"[A-Za-z0-9_./+@][A-Za-z0-9_./+@:#-]{0,4095}")
 #: A package index pip reads in image builds: http(s), a host, an optional port and path.
 INDEX_URL_PATTERN = re.compile(r"(https?)://([^/@\s\\\"'`$;|&<>]+@)?[A-Za-z0-9.-]+(:[0-9]{1,5})?"
                                r"(/[A-Za-z0-9._~%/+=:-]*)?")
@@ -90,10 +93,43 @@ class Settings(BaseModel):
     flagperf_vendor: str = Field(
         "cpu", description="Vendor folder under vendors/ (container image, monitor plugin, "
                            "config overrides).")
-    flagperf_container_runtime: Literal["none", "docker"] = Field(
+    flagperf_container_runtime: Literal["none", "docker", "pyxis", "apptainer"] = Field(
         "none", description="How a round's processes run on each host: `none` runs them in "
                             "flagperf_python on the host, `docker` in one container per host from "
-                            "the vendor's image.")
+                            "the vendor's image; with flagperf_backend slurm also `pyxis` (srun "
+                            "--container-image) or `apptainer` (apptainer exec), in the image "
+                            "flagperf_container_images names.")
+    flagperf_container_images: dict[str, str] = Field(
+        {}, description="Runtime pyxis or apptainer: each framework's image, which the site "
+                        "provides (pyxis: an enroot URI such as docker://registry#image:tag or a "
+                        "squashfs file; apptainer: a .sif file or a docker:// URI), by framework "
+                        "name (pytorch: /shared/images/flagperf-cpu-pytorch.sif).")
+    flagperf_backend: Literal["ssh", "slurm"] = Field(
+        "ssh", description="How a round reaches its nodes: `ssh` runs each node's steps over ssh "
+                           "on the first nnodes hosts of flagperf_hosts; `slurm` submits each "
+                           "round as one Slurm job of nnodes nodes, one task per node, from the "
+                           "one host in flagperf_hosts (a login node), whose flagperf_root and "
+                           "flagperf_workdir the nodes share.")
+    flagperf_slurm_partition: str = Field(
+        "", description="Backend slurm: the partition of the rounds' jobs (\"\": the cluster's "
+                        "default).")
+    flagperf_slurm_account: str = Field(
+        "", description="Backend slurm: the account the jobs are charged to (\"\": the user's "
+                        "default).")
+    flagperf_slurm_qos: str = Field(
+        "", description="Backend slurm: the jobs' quality of service (\"\": the default).")
+    flagperf_slurm_reservation: str = Field(
+        "", description="Backend slurm: the reservation the jobs run in (\"\": none).")
+    flagperf_slurm_time_limit: str = Field(
+        "", description="Backend slurm: the jobs' time limit in Slurm's form (minutes, "
+                        "HH:MM:SS, D-HH:MM); \"\": each case's timeout plus 10 minutes.")
+    flagperf_slurm_exclusive: bool = Field(
+        True, description="Backend slurm: the jobs take their nodes whole (sbatch --exclusive), "
+                          "so that no other job shares them while a round is measured.")
+    flagperf_slurm_options: list[str] = Field(
+        [], description="Backend slurm: more sbatch options, one each (--constraint=a100, "
+                        "--gres=gpu:8); the options a round sets itself (nodes, tasks, job "
+                        "name, output, time, partition, ...) are refused.")
     flagperf_results_dir: str = Field(
         "results", description="Controller folder for results; relative paths are under the "
                                "project checkout.")
@@ -194,6 +230,34 @@ class Settings(BaseModel):
     @classmethod
     def _paths(cls, value: str) -> str:
         return value if templated(value) else check_path(value)
+
+    @field_validator("flagperf_slurm_partition", "flagperf_slurm_account", "flagperf_slurm_qos",
+                     "flagperf_slurm_reservation")
+    @classmethod
+    def _slurm_names(cls, value: str) -> str:
+        return value if not value or templated(value) else check_name(value)
+
+    @field_validator("flagperf_slurm_time_limit")
+    @classmethod
+    def _time_limit(cls, value: str) -> str:
+        return value if templated(value) else check_time_limit(value)
+
+    @field_validator("flagperf_slurm_options")
+    @classmethod
+    def _sbatch_options(cls, value: list[str]) -> list[str]:
+        check_options([v for v in value if not (isinstance(v, str) and templated(v))])
+        return value
+
+    @field_validator("flagperf_container_images")
+    @classmethod
+    def _container_images(cls, value: dict[str, str]) -> dict[str, str]:
+        for framework, image in value.items():
+            check_name(framework)
+            if not templated(image) and (not CONTAINER_IMAGE_PATTERN.fullmatch(image)
+                                         or ".." in image.split("/")):
+                raise ValueError(f"{framework}: {image!r} is not an image file or URI "
+                                 "(/shared/images/x.sif, docker://registry#image:tag)")
+        return value
 
     @field_validator("flagperf_image_wheels")
     @classmethod

@@ -181,6 +181,9 @@ def parse_round(record: dict[str, Any]) -> dict[str, Any]:
         "mfu": round_mfu(record.get("mfu_basis"), finished),
         "datasheet": round_datasheet(record.get("datasheet_basis"), finished),
     }
+    if record.get("slurm"):
+        # Backend slurm: the round's job (its id, nodes, partition, state, time in the queue).
+        document["slurm"] = record["slurm"]
     attempts = earlier_attempts(round_dir)
     if attempts:
         document["attempts"] = attempts
@@ -196,7 +199,9 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
             (``<case_id>/round<k>``), ``hosts`` (each ``host``, ``noderank``, ``rc``,
             ``timed_out``, ``stopped``, ``lost``, ``error``), ``started_ms``, ``ended_ms``,
             ``interrupted``, ``error`` (an orchestration error that stopped the run
-            mid-round), optionally ``exit_codes_known`` (default True); the rest (``PLANNED``:
+            mid-round), optionally ``exit_codes_known`` (default True) and ``slurm`` (backend
+            slurm: the round's job, ``round_wait.slurm_job_record``, kept as round.json's
+            ``slurm``); the rest (``PLANNED``:
             case, configuration, suite, contract, profile, ``mfu_basis``, ``datasheet_basis``;
             ``mask_hosts``, ``plan_hosts``) comes from plan.json where the record lacks it.
 

@@ -291,7 +291,8 @@ def build_summary(run_dir: Path, rounds: list[dict[str, Any]] | None = None) -> 
                  "wall_time": r.get("wall_time"), "finished": r.get("finished"),
                  "mfu": r.get("mfu"), "datasheet": r.get("datasheet") or {},
                  "overrides": r.get("overrides") or {},
-                 "nodes": r.get("nodes", [])}
+                 "nodes": r.get("nodes", []),
+                 **({"slurm": r["slurm"]} if r.get("slurm") else {})}
                 for r in case_rounds
             ],
             "stats": stats,

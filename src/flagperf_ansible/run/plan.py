@@ -18,6 +18,7 @@ from flagperf_ansible.run.launch import framework_env_name, image_tag
 from flagperf_ansible.config.launchers import LAUNCHERS
 from flagperf_ansible.results.mfu import mfu_basis
 from flagperf_ansible.config.settings import check_settings, templated
+from flagperf_ansible.config.slurm import node_tokens
 from flagperf_ansible.config.vendor import load_vendor
 
 
@@ -59,8 +60,8 @@ def build_plan(
         project: the checkout holding ``benchmarks/`` and ``vendors/``.
 
     Returns:
-        ``{"vendor", "runtime", "results_dir", "images", "envs", "cases": [...], "rounds": [...],
-        "warnings"}`` (``warnings``: the vendor's new inference keys, seed 004; ``envs``, with
+        ``{"vendor", "runtime", "backend", "slurm", "results_dir", "images", "envs", "cases":
+        [...], "rounds": [...], "warnings"}`` (``warnings``: the vendor's new inference keys, seed 004; ``envs``, with
         runtime none: per framework whose vendor.yml entry sets ``venv``, the virtual
         environment prepare makes on each host, ``{"name", "path", "python", "requirements",
         "extra"}``, its folder under ``<flagperf_workdir>/envs`` named by its content) where each
@@ -70,7 +71,12 @@ def build_plan(
         "vendor_config", "profile",
         "contract", "env", "metric", "diagnostic", "large_artifacts", "mfu_basis",
         "datasheet_basis"}``
-        (``nodes``: every node's address in noderank order; ``python``: the interpreter of the
+        (``nodes``: every node's address in noderank order; backend slurm: ``hosts`` the submit
+        host, ``nodes`` and ``master_addr`` tokens for the job's nodes' addresses and
+        ``node_names`` for their names, which the nodes replace; ``slurm``: the jobs' sbatch
+        settings, None with backend ssh; runtime pyxis or apptainer: ``images`` maps each
+        framework to its ``flagperf_container_images`` reference as ``name``;
+        ``python``: the interpreter of the
         vendor's image for the framework; ``vendor_dir``: the vendor's folder, relative to the
         checkout, where its adapters live; ``profile``: the hardware profile's label or None on the
         standard configuration; ``contract``: ``CaseDef.contract``); ``"hosts"`` lists
@@ -90,6 +96,17 @@ def build_plan(
         known = ", ".join(sorted(p.parent.name for p in project.glob("vendors/*/vendor.yml")))
         raise ConfigError(f"no vendor {parsed.flagperf_vendor!r} (known: {known})",
                           origin("flagperf_vendor"), "flagperf_vendor")
+
+    slurm = parsed.flagperf_backend == "slurm"
+    runtime = parsed.flagperf_container_runtime
+    if slurm and len(hosts) != 1:
+        raise ConfigError(f"the slurm backend submits every round from one host: flagperf_hosts "
+                          f"must hold that one host (a login node), not {len(hosts)}",
+                          origin("flagperf_backend"), "flagperf_backend")
+    if runtime in ("pyxis", "apptainer") and not slurm:
+        raise ConfigError(f"runtime {runtime} runs containers in Slurm jobs: it needs "
+                          "flagperf_backend: slurm", origin("flagperf_container_runtime"),
+                          "flagperf_container_runtime")
 
     vendor_def = load_vendor(project, parsed.flagperf_vendor)
     check_vendor_kit(project, parsed.flagperf_vendor)
@@ -113,6 +130,10 @@ def build_plan(
             if err.source:
                 raise
             raise ConfigError(err.message, source, key) from None
+        if runtime in ("pyxis", "apptainer") and spec.framework not in parsed.flagperf_container_images:
+            raise ConfigError(f"runtime {runtime} needs the image of framework {spec.framework} "
+                              f"in flagperf_container_images",
+                              origin("flagperf_container_images"), "flagperf_container_images")
         if parsed.flagperf_container_runtime == "docker":
             try:
                 image_tag(project, parsed.flagperf_vendor, spec.framework, {})
@@ -124,7 +145,7 @@ def build_plan(
         if spec.case_id in seen:
             raise ConfigError(f"case {spec.case_id} is listed twice", source, key)
         seen.add(spec.case_id)
-        if spec.nnodes > len(hosts):
+        if spec.nnodes > len(hosts) and not slurm:
             raise ConfigError(
                 f"nnodes {spec.nnodes} is more than the {len(hosts)} host(s) in flagperf_hosts",
                 source, f"{key}.nnodes")
@@ -135,7 +156,10 @@ def build_plan(
             raise ConfigError("this case needs data_dir: data_dir in its entry, or on the command "
                               "line --case SPEC=DATA_DIR (relative: under flagperf_root)",
                               source, f"{key}.data_dir")
-        round_hosts = hosts[: spec.nnodes]
+        # Backend slurm: the job's nodes are known once it runs; until then, tokens the nodes
+        # replace (config.slurm.node_tokens). Its one host is the submit host.
+        round_hosts = hosts if slurm else hosts[: spec.nnodes]
+        tokens = node_tokens(spec.nnodes) if slurm else None
         contract = case.contract()
         cases.append({"case_id": spec.case_id, "spec": spec.model_dump(), "metric": case.metric,
                       "suite": case.suite, "diagnostic": case.diagnostic,
@@ -161,10 +185,11 @@ def build_plan(
                 "model": spec.model,
                 "framework": spec.framework,
                 "hosts": round_hosts,
-                "master_addr": str(addresses.get(round_hosts[0], round_hosts[0])),
+                "master_addr": tokens["nodes"][0] if tokens else str(addresses.get(round_hosts[0], round_hosts[0])),
                 "nnodes": spec.nnodes,
                 "nproc_per_node": spec.nproc_per_node,
-                "nodes": [str(addresses.get(h, h)) for h in round_hosts],
+                "nodes": tokens["nodes"] if tokens else [str(addresses.get(h, h)) for h in round_hosts],
+                **({"node_names": tokens["hosts"]} if tokens else {}),
                 "suite": case.suite,
                 "launcher": case.spec.launcher,
                 "python": vendor_def["python"].get(spec.framework, "python3"),
@@ -220,10 +245,22 @@ def build_plan(
             envs[framework] = {"name": name, "path": path, "python": f"{path}/bin/python",
                                "requirements": _host_path(parsed.flagperf_root, requirements),
                                "extra": extra}
+    if runtime in ("pyxis", "apptainer"):
+        images = {framework: {"name": parsed.flagperf_container_images[framework], "tag": "",
+                              "framework": framework, "requirements": []}
+                  for framework in sorted({c["spec"]["framework"] for c in cases})}
     return {
         "vendor": parsed.flagperf_vendor,
         "container": vendor_def["container"],
         "images": images,
+        "backend": parsed.flagperf_backend,
+        "slurm": {"partition": parsed.flagperf_slurm_partition,
+                  "account": parsed.flagperf_slurm_account,
+                  "qos": parsed.flagperf_slurm_qos,
+                  "reservation": parsed.flagperf_slurm_reservation,
+                  "time_limit": parsed.flagperf_slurm_time_limit,
+                  "exclusive": parsed.flagperf_slurm_exclusive,
+                  "options": list(parsed.flagperf_slurm_options)} if slurm else None,
         "envs": envs,
         "runtime": parsed.flagperf_container_runtime,
         "results_dir": str(results_dir),

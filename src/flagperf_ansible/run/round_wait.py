@@ -138,3 +138,66 @@ def node_outcome(poll: Mapping[str, Any] | None, deadline_passed: bool = False,
     text = output or "\n".join(str(poll.get(k) or "") for k in ("stdout", "stderr", "msg")).strip()
     return {"rc": node_rc(poll) if finished else None, "timed_out": bool(timed_out),
             "stopped": not finished and not timed_out, "output": text}
+
+
+#: Slurm's job states that end it at its time limit (the nodes' steps were stopped then).
+SLURM_TIMED_OUT = ("TIMEOUT", "DEADLINE")
+
+
+def slurm_round_hosts(report: Mapping[str, Any] | None,
+                      deadline_passed: bool = False) -> list[dict[str, Any]]:
+    """A Slurm round's hosts as ``round.json`` records them (the rows of an ssh round's
+    ``flagperf_round_hosts``: ``host``, ``noderank``, ``rc``, ``timed_out``, ``stopped``,
+    ``lost``, ``error``, ``wait_slices``), from the job's report (``flagperf_host.slurm_job``):
+    one per node that started, its host Slurm's node name.
+
+    A node stopped by SIGTERM (``scancel``, another node's failure) that had not ended by
+    itself is ``stopped``, or ``timed_out`` where the job's time limit or the round's deadline
+    ended it; a node that left no end record is ``lost`` (its slurmd or machine died); the start
+    or end steps that failed on a node are its ``error``.
+    """
+    report = report or {}
+    timed_out_job = str(report.get("state") or "") in SLURM_TIMED_OUT or deadline_passed
+    rows = []
+    for record in report.get("nodes") or []:
+        node = dict(record.get("node") or {})
+        outcome = node_outcome(node) if node else {"rc": None, "timed_out": False, "stopped": False}
+        rc, stopped = outcome["rc"], outcome["stopped"]
+        if record.get("stopped") and (rc is None or rc < 0):
+            rc, stopped = None, True        # ended by the signal, not by itself
+        timed_out = outcome["timed_out"] or (stopped and timed_out_job)
+        errors = [] if record.get("stopped") else list(record.get("errors") or [])
+        rows.append({"host": str(record.get("host") or f"noderank{record.get('noderank')}"),
+                     "noderank": int(record.get("noderank", len(rows))),
+                     "rc": rc, "timed_out": bool(timed_out), "stopped": stopped and not timed_out,
+                     "lost": bool(record.get("lost")), "error": "; ".join(errors),
+                     "wait_slices": None})
+    return rows
+
+
+def slurm_round_error(report: Mapping[str, Any] | None) -> str:
+    """What went wrong with a Slurm round's job itself, "" when its nodes say it all: a job
+    that was never submitted, or ended before any node started (the batch step failed)."""
+    report = report or {}
+    if not report.get("job_id"):
+        return ""
+    if report.get("finished") and report.get("started_ms") is not None and not report.get("nodes"):
+        return (f"Slurm job {report['job_id']} ended ({report.get('state')}, exit "
+                f"{report.get('exit_code')}) before any node started: see its slurm-"
+                f"{report['job_id']}.out")
+    return ""
+
+
+def slurm_job_record(report: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What ``round.json`` keeps of a round's Slurm job: ``{job_id, name, state, reason,
+    exit_code, partition, nodes (names, noderank order), queued_s, submitted_ms, started_ms,
+    ended_ms}`` (``queued_s``: seconds from submission to the job's start, not counted in the
+    round)."""
+    report = report or {}
+    nodes = sorted(report.get("nodes") or [], key=lambda r: int(r.get("noderank", 0)))
+    return {"job_id": str(report.get("job_id") or ""), "name": report.get("name", ""),
+            "state": report.get("state", ""), "reason": report.get("reason", ""),
+            "exit_code": report.get("exit_code", ""), "partition": report.get("partition", ""),
+            "nodes": [str(r.get("host") or "") for r in nodes],
+            "queued_s": report.get("queued_s"), "submitted_ms": report.get("submitted_ms"),
+            "started_ms": report.get("started_ms"), "ended_ms": report.get("ended_ms")}
