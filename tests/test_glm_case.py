@@ -11,6 +11,9 @@
 * The cpu profile's checkpoint has the pinned SHA-256, is GLM's ``{"module": state_dict}`` and
   loads; a checkpoint lacking weights is refused.
 * GLM's blank-infilling mask, its linear warmup and decay, and the multi-token cloze score.
+* The answer prior, the case's input-blind predictor: the better of the most-often-answer and
+  the answer-rate priors, on hand-made files; on the tiny data, beyond chance, short of the
+  cpu target.
 """
 
 from __future__ import annotations
@@ -198,6 +201,58 @@ def test_a_file_of_another_sequence_length_is_refused(record):
     with pytest.raises(ValueError, match="text: sequences of 64 tokens, the configuration's "
                                          "max_seq_length is 512"):
         reader.RecordSet(record / GLM_RECORD_FILES[0], False, 512)
+
+
+WORDS = ("a", "b", "alpha", "beta", "delta", "epsilon")
+
+
+def write_record_files(folder: Path, train: list, evaluation: list) -> list[Path]:
+    """``train`` and ``evaluation`` (lists of ``(candidates, answer)``, words of
+    :data:`WORDS`) as ReCoRD hdf5 files under ``folder``; a word's id is 10 + its index."""
+    def encode(text: str) -> list[int]:
+        return [10 + WORDS.index(word) for word in text.split()]
+
+    paths = []
+    for name, samples in (("train", train), ("eval", evaluation)):
+        rows = [{"passage": " ".join(candidates), "query": "a @placeholder b",
+                 "candidates": candidates, "answer": answer} for candidates, answer in samples]
+        paths.append(folder / f"{name}.hdf5")
+        glm_record_hdf5.write_record_hdf5(paths[-1], glm_record_hdf5.encode_samples(rows, encode))
+    return paths
+
+
+def test_answer_prior_is_the_better_of_the_count_and_the_rate_prior(tmp_path):
+    reader = glm_module("record")
+    # alpha: 3 answers of 5 offers; delta: 2 of 2; beta: 0 of 3.
+    train = [(["alpha", "beta"], "alpha")] * 3 + [(["delta", "alpha"], "delta")] * 2
+    # count prior: alpha, alpha, alpha, beta (a tie: the first) -> 2 of 4 right;
+    # rate prior: alpha (4/7 > 1/5), delta (3/4 > 4/7), delta, epsilon (1/2 > 1/5) -> 3 of 4.
+    evaluation = [(["beta", "alpha"], "alpha"), (["alpha", "delta"], "delta"),
+                  (["delta", "alpha"], "alpha"), (["beta", "epsilon"], "epsilon")]
+    # Where alpha is the answer against delta, the count prior is right and the rate prior not.
+    counted = [(["delta", "alpha"], "alpha")] * 2 + [(["beta", "alpha"], "alpha")]
+
+    def prior(evaluation: list, folder: Path) -> float:
+        folder.mkdir()
+        paths = write_record_files(folder, train, evaluation)
+        sets = [reader.RecordSet(path, path.stem == "eval", glm_record_hdf5.SEQ_LEN)
+                for path in paths]
+        assert sets[1].candidate_tokens(0) == [(10 + WORDS.index(word),)
+                                               for word in evaluation[0][0]]
+        return reader.answer_prior(*sets)
+
+    assert prior(evaluation, tmp_path / "rate") == 0.75
+    assert prior(counted, tmp_path / "count") == 1.0
+
+
+def test_answer_prior_on_the_tiny_data_beats_chance_short_of_the_target(record):
+    reader = glm_module("record")
+    train, evaluation = (reader.RecordSet(record / relative, is_eval, glm_record_hdf5.SEQ_LEN)
+                         for relative, is_eval in zip(GLM_RECORD_FILES, (False, True)))
+    chance = np.mean([1 / len(evaluation.candidate_tokens(i)) for i in range(len(evaluation))])
+    prior = reader.answer_prior(train, evaluation)
+    print(f"\nchance {chance:.3f}, answer prior {prior:.3f} over {len(evaluation)} samples")
+    assert chance < prior < config("cpu")["target_accuracy"]
 
 
 # -- checkpoints -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ a row is made dense when a sample is taken, as FlagPerf's ``getrow(i).toarray()`
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,13 @@ class RecordSet(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.choices)
 
+    def candidate_tokens(self, index: int) -> list[tuple[int, ...]]:
+        """Sample ``index``'s candidates, each as the tuple of its token ids (its ``target``
+        where ``logit_mask`` is 1), in the file's order."""
+        start, end = (int(n) for n in self.choices[index])
+        return [tuple(int(t) for t in self.target.row(i)[self.logit_mask.row(i) == 1])
+                for i in range(start, end)]
+
     def __getitem__(self, index: int) -> dict[str, Any]:
         start, end = (int(n) for n in self.choices[index])
         rows = range(start, end)
@@ -114,6 +122,37 @@ class RecordSet(torch.utils.data.Dataset):
             first, last = (int(n) for n in self.answer_spans[index])
             sample["answers"] = [int(n) for n in self.answers[first:last]]
         return sample
+
+
+def answer_prior(train_set: RecordSet, val_set: RecordSet) -> float:
+    """The accuracy (0..1) on ``val_set`` of the better of two priors over candidates, learnt
+    from ``train_set``'s answers (a training sample's first candidate) and blind to passage and
+    query: the candidate most often the answer, and the one most often the answer of the times
+    it was offered (add-one smoothed, (answers + 1) / (offers + 2)); ties go to the candidate
+    that comes first. The best input-blind predictor of the cpu profile's baselines
+    (``driver.convergence``); 0.0 for an empty ``val_set``.
+
+    Raises:
+        ValueError: ``train_set`` has no samples.
+    """
+    answers: Counter = Counter()
+    offers: Counter = Counter()
+    for index in range(len(train_set)):
+        candidates = train_set.candidate_tokens(index)
+        answers[candidates[0]] += 1
+        offers.update(candidates)
+    if not offers:
+        raise ValueError("no training samples to learn an answer prior from")
+    priors = (lambda c: answers[c], lambda c: (answers[c] + 1) / (offers[c] + 2))
+    correct = [0] * len(priors)
+    for index in range(len(val_set)):
+        candidates = val_set.candidate_tokens(index)
+        first, last = (int(n) for n in val_set.answer_spans[index])
+        right = {int(n) for n in val_set.answers[first:last]}
+        for number, prior in enumerate(priors):
+            best = max(range(len(candidates)), key=lambda i: (prior(candidates[i]), -i))
+            correct[number] += best in right
+    return max(correct) / len(val_set) if len(val_set) else 0.0
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:

@@ -8,7 +8,8 @@ decay on matrices only, gradients clipped to norm 1, a linear warmup then linear
 samples whose best-scored candidate is one of their correct answers (ReCoRD's exact match over
 candidates). Throughput is counted in candidate sequences of ``max_seq_length`` tokens (the
 FLOPs of ``case.yml: mfu``), samples/s beside it (``p_train_samples``, FlagPerf's
-"sequences").
+"sequences"). The input-blind predictor a profile's baselines score is the answer prior
+(``record.answer_prior``).
 
 Config keys besides the trainer's and ``model.build_model``'s: ``train_data``, ``eval_data``,
 ``init_checkpoint`` (relative to the data folder; null: random weights),
@@ -31,7 +32,7 @@ from driver.dist import exit_rank  # noqa: E402
 from driver.torch.optimizers import make_optimizer  # noqa: E402
 from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
 from model import build_model, load_glm_checkpoint  # noqa: E402
-from record import RecordSet, collate  # noqa: E402
+from record import RecordSet, answer_prior, collate  # noqa: E402
 
 
 def annealing_lr(step: int, *, warmup_steps: float, decay_steps: float,
@@ -105,6 +106,7 @@ def main() -> int:
         eval_metric=lambda sums: sums["correct"] / max(sums["samples"], 1.0), target=target,
         create_scheduler=create_scheduler, collate_fn=collate, eval_collate_fn=collate,
         units=("sequences", lambda batch: int(batch["candidate_mask"].sum())),
+        input_blind=lambda model: answer_prior(train_set, val_set),
         model_info={"train_samples": len(train_set), "eval_samples": len(val_set),
                     "max_seq_length": length}))
 
