@@ -7,6 +7,7 @@ catalog converging for real, every inference engine within its accuracy bound. (
 
 import io
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -311,12 +312,31 @@ def check_page_in_a_browser(run_dir: Path, scratch: Path) -> None:
     print("screenshot: " + str(screenshot(run_dir / "summary.html", scratch / "summary-top.png")))
 
 
+def run_wrapper(*args: str, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """``flagperf_ansible run ARGS``'s outcome. Past ``timeout`` seconds the run is interrupted
+    as Ctrl-C does (the round in flight stopped and kept, nothing left running, which killing
+    the wrapper would not ensure) and the test fails with the run's last output."""
+    argv = [sys.executable, "-m", "flagperf_ansible", "run", *args]
+    process = subprocess.Popen(argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        try:
+            stdout, stderr = process.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+        pytest.fail(f"the run took over {timeout:g} s and was interrupted:\n"
+                    f"{stdout[-3000:]}{stderr[-3000:]}")
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
 def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, local_data,
                                                                      tmp_path, venv_env):
-    done = subprocess.run(
-        [sys.executable, "-m", "flagperf_ansible", "run", "-i", "inventories/local",
-         "--results-dir", str(tmp_path)],
-        cwd=project, capture_output=True, text=True, env=venv_env, timeout=3600)
+    done = run_wrapper("-i", "inventories/local", "--results-dir", str(tmp_path),
+                       cwd=project, env=venv_env, timeout=3600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -385,11 +405,9 @@ def test_run_takes_one_case_with_its_data_from_the_command_line(project, local_d
                                                                 venv_env):
     """``run --case SPEC=DATA_DIR`` in the suite form that ``cases`` lists: that case alone,
     on that data, instead of the inventory's 30."""
-    done = subprocess.run(
-        [sys.executable, "-m", "flagperf_ansible", "run", "-i", "inventories/local",
-         "--case", "resnet50:pytorch:inference:cpu:1:1:1=data/digits",
-         "--results-dir", str(tmp_path)],
-        cwd=project, capture_output=True, text=True, env=venv_env, timeout=900)
+    done = run_wrapper("-i", "inventories/local", "--case",
+                       "resnet50:pytorch:inference:cpu:1:1:1=data/digits",
+                       "--results-dir", str(tmp_path), cwd=project, env=venv_env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
