@@ -143,7 +143,7 @@ class Login:
 @pytest.fixture(scope="module")
 def login(slurm, project, tmp_path_factory):
     """The login node: one sshd host whose sessions name the cluster (sshd's SetEnv), with
-    settings for rounds through Slurm (partition bench, this worktree's master port)."""
+    settings for rounds through Slurm (partition bench, a master port of its own)."""
     host = loopback_cluster.start_for_test(
         tmp_path_factory.mktemp("login"), 1,
         settings={"flagperf_backend": "slurm", "flagperf_slurm_partition": slurm_cluster.PARTITION,
