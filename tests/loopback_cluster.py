@@ -16,6 +16,7 @@ import argparse
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -270,14 +271,21 @@ def main() -> int:
     cluster = start(args.state.resolve(), args.hosts)
     print(cluster.inventory)
     print("sshd running; Ctrl-C stops them", file=sys.stderr)
+    serve(lambda: all(p.poll() is None for p in cluster.processes), cluster.stop)
+    return 0
+
+
+def serve(alive, stop) -> None:
+    """Wait while ``alive()`` holds, until Ctrl-C or SIGTERM, then ``stop()`` (a test
+    cluster's command line)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)      # stopped as by Ctrl-C
     try:
-        while all(p.poll() is None for p in cluster.processes):
+        while alive():
             time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:
-        cluster.stop()
-    return 0
+        stop()
 
 
 if __name__ == "__main__":

@@ -22,13 +22,14 @@ import argparse
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import loopback_cluster
 
 PREFIX = os.environ.get("FLAGPERF_SLURM_PREFIX", "127.0.3.")
 PORT = int(os.environ.get("FLAGPERF_SLURM_PORT", "6917"))
@@ -272,7 +273,7 @@ def start(count: int = 2) -> SlurmCluster:
         for name in nodes:
             (state / "spool" / name).mkdir()
             cluster._spawn(f"slurmd-{name}", [
-                "unshare", "--uts", "sh", "-c", f'hostname "$0" && exec slurmd -D -N "$0" -f "$1"',
+                "unshare", "--uts", "sh", "-c", 'hostname "$0" && exec slurmd -D -N "$0" -f "$1"',
                 name, str(cluster.conf)])
         cluster.wait_idle()
     except BaseException:
@@ -291,16 +292,9 @@ def main() -> int:
         print("cannot start the cluster: " + "; ".join(missing), file=sys.stderr)
         return 2
     cluster = start(args.nodes)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)      # stopped as by Ctrl-C
     print(cluster.conf)
     print("Slurm running; Ctrl-C stops it", file=sys.stderr)
-    try:
-        while cluster.processes["slurmctld"].poll() is None:
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        cluster.stop()
+    loopback_cluster.serve(lambda: cluster.processes["slurmctld"].poll() is None, cluster.stop)
     return 0
 
 
