@@ -44,6 +44,8 @@ def edit(project: Path, relative: str, old: str, new: str) -> None:
      f"{CASE}: driver"),
     (CASE, "driver: driver.torch.classification", "entry: run.py",
      f"{CASE}: model is built by a driver"),
+    ("benchmarks/sleep/pytorch/case.yml", "entry: run_sleep.py", "entry: run.py",
+     "benchmarks/sleep/pytorch/case.yml: entry: no file run.py"),
     (CASE, "driver: driver.torch.classification", "driver: driver.torch.classification\n"
      "entry: run_pretraining.py", f"{CASE}: give driver"),
     (CASE, "{zero_init_residual: zero_init_residual}", "{zero_init_residual: zero_init}",
