@@ -6,7 +6,7 @@ with ``benchmarks/`` on ``PYTHONPATH`` (the launch sets it: flagperf_ansible.con
 so that the driver package and every case folder import as packages (``bert.pytorch.model``)
 and no case edits ``sys.path``. It reads the case folder's ``case.yml`` for ``driver`` and
 ``model``, imports the driver module (``driver.torch.classification``, or the case's own such
-as ``bert.pytorch.pretraining``) and ends the process with the status of its ``run(case)``
+as ``bert.pytorch.training``) and ends the process with the status of its ``run(case)``
 (0: trained to the end). The controller validated case.yml before any host was touched
 (flagperf_ansible.config.case_schema); this reads the two keys it needs.
 """
@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import yaml
+
 
 def import_object(path: str) -> Any:
     """The object at a dotted import path: ``package.module.name``, or a module.
@@ -90,7 +91,7 @@ class Case:
     driver: str
     metric: str | None = None
     config_key: str | None = None
-    model: ModelBuilder | None = field(default=None)
+    model: ModelBuilder | None = None
 
     @classmethod
     def from_folder(cls, directory: Path) -> "Case":
