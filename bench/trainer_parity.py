@@ -41,7 +41,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from flagperf_ansible.results.perflog import parse_rank_log  # noqa: E402
 
-ENTRY = Path("benchmarks/resnet50/pytorch/run_pretraining.py")
+#: The case folder; a tree from before cases ran through ``python -m driver.run`` has its own
+#: entry script there.
+CASE = Path("benchmarks/resnet50/pytorch")
 FIGURES = ("wall", "e2e_time", "p_whole", "p_train", "p_core", "final_acc1", "epochs",
            "num_trained_samples")
 
@@ -75,12 +77,19 @@ def cpu_profile_config(root: Path) -> str:
                           check=True, capture_output=True, text=True).stdout
 
 
-def run_case(entry: Path, config: Path, data_dir: Path, output_dir: Path) -> dict:
-    """Run one case process; FINISHED's values and its wall time."""
+def run_case(root: Path, config: Path, data_dir: Path, output_dir: Path) -> dict:
+    """Run the tree's case process (its ``run_pretraining.py`` where it has one, else
+    ``python -m driver.run --case``); FINISHED's values and its wall time."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "FLAGPERF_VENDOR_DIR")}
+    entry = root / CASE / "run_pretraining.py"
+    if entry.is_file():
+        script = [str(entry)]
+    else:
+        script = ["-m", "driver.run", "--case", str(root / CASE)]
+        env["PYTHONPATH"] = f"{root / 'benchmarks'}:{root / 'src'}"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, str(entry), "--config", str(config), "--output_dir",
+    done = subprocess.run([sys.executable, *script, "--config", str(config), "--output_dir",
                            str(output_dir), "--data_dir", str(data_dir)],
                           env=env, capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - start
@@ -88,7 +97,7 @@ def run_case(entry: Path, config: Path, data_dir: Path, output_dir: Path) -> dic
     finished = parse_rank_log(log).finished if log.is_file() else None
     if done.returncode != 0 or finished is None:
         tail = log.read_text(errors="replace")[-3000:] if log.is_file() else done.stderr[-3000:]
-        raise RuntimeError(f"{entry} ended with status {done.returncode}:\n{tail}")
+        raise RuntimeError(f"{root / CASE} ended with status {done.returncode}:\n{tail}")
     return {"wall": wall, **finished}
 
 
@@ -115,13 +124,13 @@ def main() -> int:
         results: dict[str, list[dict]] = {name: [] for name in roots}
         for round_ in range(1, args.rounds + 1):
             for name, root in roots.items():
-                results[name].append(run_case(root / ENTRY, configs[name], data_dir,
+                results[name].append(run_case(root, configs[name], data_dir,
                                               work / f"{name}-round{round_}"))
                 print(f"round {round_} {name}: done in {results[name][-1]['wall']:.1f} s",
                       flush=True)
 
     print(f"\nresnet50 cpu profile, 1 process, {args.rounds} round(s) each, medians; "
-          f"old = {args.commit}'s run_pretraining.py, new = this checkout's; "
+          f"old = {args.commit}'s case, new = this checkout's; "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     print(f"{'figure':<20} {'old':>12} {'new':>12} {'new/old':>8}")
     for figure in FIGURES:

@@ -75,7 +75,7 @@ MONITOR_INTERVAL = 0.25
 #: The base cases of the check's run, after the training case.
 BASE_CASES = ("computation", "main_memory-bandwidth")
 #: The inference case the check runs once per engine (its launcher is ``python``).
-INFERENCE_ENTRY = "benchmarks/inference/resnet50/pytorch/run_inference.py"
+INFERENCE_CASE = "benchmarks/inference/resnet50/pytorch"
 #: Run by the node's Python: which engine packages import, and onnxruntime's providers.
 ENGINE_PROBE = """
 import json
@@ -560,11 +560,15 @@ class Check:
             if onnx is not None:
                 engine_config["exist_onnx_path"] = str(onnx)
             (folder / "config.json").write_text(json.dumps(engine_config))
-            env = {**os.environ, "FLAGPERF_VENDOR_DIR": str(ROOT / "vendors" / mode.vendor)}
+            # As the launch runs it: benchmarks/ and src/ first on the path (launchers.case_path).
+            path = [str(ROOT / "benchmarks"), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]
+            env = {**os.environ, "FLAGPERF_VENDOR_DIR": str(ROOT / "vendors" / mode.vendor),
+                   "PYTHONPATH": ":".join(filter(None, path))}
             start = time.monotonic()
             rc, stopped = run_child(
-                [sys.executable, str(ROOT / INFERENCE_ENTRY), "--config",
-                 str(folder / "config.json"), "--output_dir", str(folder), "--data_dir", str(data)],
+                [sys.executable, "-m", "driver.run", "--case", str(ROOT / INFERENCE_CASE),
+                 "--config", str(folder / "config.json"), "--output_dir", str(folder),
+                 "--data_dir", str(data)],
                 self.work / "logs" / f"inference-{engine}.log", self.deadline, env=env)
             seconds = time.monotonic() - start
             self.add(self.inference_row(what, folder, rc, stopped, seconds, contract))

@@ -1,43 +1,40 @@
-"""A case's modules for tests: every case has a ``model.py`` and a ``run_pretraining.py``, and
-several have helpers of the same kind, so each is imported under a name of its own
-(``case_<model>_<name>``), never as ``model`` or ``run_pretraining``."""
+"""A case's modules and model for tests. Case folders import as packages (``benchmarks/`` is on
+``sys.path``: conftest; the launch sets ``PYTHONPATH`` alike), so a case's module is
+``<model>.<framework>.<name>`` and no two cases' ``model`` modules meet."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@functools.cache
 def case_module(model: str, name: str, framework: str = "pytorch") -> ModuleType:
-    """``benchmarks/<model>/<framework>/<name>.py``, imported once, with the case folder first on
-    ``sys.path`` as its entry point has it (``benchmarks/`` is there already: conftest). The
-    case's own modules that it imports (``from model import ...``) are its alone: they are
-    taken out of ``sys.modules`` afterwards, so another case's ``model`` is never this one's."""
+    """``benchmarks/<model>/<framework>/<name>.py`` as the package module
+    ``<model>.<framework>.<name>``."""
+    return importlib.import_module(f"{model}.{framework}.{name}")
+
+
+def case_model(model: str, framework: str = "pytorch") -> ModuleType | SimpleNamespace:
+    """The case's ``model.py`` where it has one; else, for a case whose case.yml names a
+    library builder, a namespace whose ``build_model`` builds it as the case's driver does:
+    ``build_model(config, num_classes, data_dir=None)`` for a classification case,
+    ``build_model(config, data_dir=None)`` for a detection case."""
     folder = ROOT / "benchmarks" / model / framework
-    siblings = {path.stem for path in folder.glob("*.py")}
-    others = {key: sys.modules.pop(key) for key in siblings if key in sys.modules}
-    sys.path.insert(0, str(folder))
-    try:
-        spec = importlib.util.spec_from_file_location(f"case_{model}_{name}", folder / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(folder))
-        for key in siblings:
-            sys.modules.pop(key, None)
-        sys.modules.update(others)
-    return module
+    if (folder / "model.py").is_file():
+        return case_module(model, "model", framework)
+    from driver.run import Case
 
+    case = Case.from_folder(folder)
+    if case.driver == "driver.torch.detection":
+        from driver.torch.detection import build_detector
 
-def case_model(model: str, framework: str = "pytorch") -> ModuleType:
-    """``benchmarks/<model>/<framework>/model.py``, imported once."""
-    return case_module(model, "model", framework)
+        return SimpleNamespace(build_model=lambda config, data_dir=None: build_detector(
+            case.model.function, config, data_dir))
+    return SimpleNamespace(build_model=lambda config, num_classes, data_dir=None:
+                           case.build_model(config, data_dir, num_classes=num_classes))
 
 
 def case_config(model: str, hardware: str = "standard", framework: str = "pytorch") -> dict:

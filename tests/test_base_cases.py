@@ -5,6 +5,7 @@ flagperf_ansible.config.cases."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,9 +37,10 @@ def run_case(case: str, tmp_path: Path, nproc: int = 1, **overrides) -> tuple[
     config.write_text(yaml.safe_dump(params))
     launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
                 str(nproc)] if nproc > 1 else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "benchmarks")}  # as the launch's (case_path)
     done = subprocess.run([sys.executable, *launcher, str(folder / "main.py"), "--config",
                            str(config), "--output_dir", str(output)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     return done, output
 
 

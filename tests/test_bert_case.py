@@ -6,6 +6,7 @@ masked-LM metric, and the declared FLOPs formula against torch.utils.flop_counte
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import random
 from pathlib import Path
@@ -30,7 +31,8 @@ PROFILE = {**STANDARD, **CPU["params"]}
 
 
 lamb = case_module("bert", "lamb")
-entry = case_module("bert", "run_pretraining")
+bert_common = importlib.import_module("bert.common")  # shared with the paddle case
+entry = case_module("bert", "training")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def test_bert_large_parameter_count_on_meta_device():
     # BERT-large's published 335 M is BertModel's at bert_config.json's 30522 rows.
     assert sum(p.numel() for p in unpadded.bert.parameters()) == 335_141_888
     assert round(encoder / 1e6) == 335
-    assert case_model("bert").padded_vocab(30522) == 30528 == STANDARD["vocab_size"]
+    assert bert_common.padded_vocab(30522) == 30528 == STANDARD["vocab_size"]
 
 
 # --- tiny data -------------------------------------------------------------------------------
@@ -118,7 +120,7 @@ def test_shards_are_create_pretraining_data_samples(tiny):
     counts = []
     for shard in sorted(tiny.rglob("part*.hdf5")):
         with h5py.File(shard, "r") as f:
-            arrays = {key: np.asarray(f[key][:]) for key in entry.KEYS}
+            arrays = {key: np.asarray(f[key][:]) for key in bert_common.KEYS}
         assert arrays["input_ids"].shape[1] == PROFILE["max_seq_length"]
         assert arrays["masked_lm_ids"].shape[1] == PROFILE["max_predictions_per_seq"]
         for row in range(len(arrays["input_ids"])):
@@ -167,21 +169,21 @@ def test_cpu_target_clears_the_untrained_model_and_the_most_frequent_piece(tiny)
     case's input-blind predictor, against a count of the shards' arrays); the target lies
     beyond both by at least 3 x the profile's spread."""
     seq, preds = PROFILE["max_seq_length"], PROFILE["max_predictions_per_seq"]
-    train = entry.BertShards(tiny / entry.TRAIN_DIR, seq, preds)
-    val = entry.BertShards(tiny / entry.EVAL_DIR, seq, preds)
+    train = entry.BertShards(tiny / bert_common.TRAIN_DIR, seq, preds)
+    val = entry.BertShards(tiny / bert_common.EVAL_DIR, seq, preds)
     blind = majority_share(train.masked_lm_labels(), val.masked_lm_labels())
     counts = {}
-    for folder in (entry.TRAIN_DIR, entry.EVAL_DIR):
+    for folder in (bert_common.TRAIN_DIR, bert_common.EVAL_DIR):
         ids = []
         for path in sorted((tiny / folder).glob("part*")):
             with h5py.File(path, "r") as shard:
                 ids.append(shard["masked_lm_ids"][()][shard["masked_lm_positions"][()] > 0])
         counts[folder] = np.bincount(np.concatenate(ids), minlength=bert_data.VOCAB)
-    top = int(np.argmax(counts[entry.TRAIN_DIR]))
+    top = int(np.argmax(counts[bert_common.TRAIN_DIR]))
     assert bert_data.tokenizer_for(
         (tiny / "vocab.txt").read_text(encoding="utf-8").splitlines()).id_to_token(top) == "the"
-    masked = int(counts[entry.EVAL_DIR].sum())
-    assert blind == counts[entry.EVAL_DIR][top] / masked and masked == 4402
+    masked = int(counts[bert_common.EVAL_DIR].sum())
+    assert blind == counts[bert_common.EVAL_DIR][top] / masked and masked == 4402
     model = case_model("bert").build_model(PROFILE, tiny).eval()
     sums = {"correct": 0, "masked": 0}
     with torch.no_grad():
@@ -235,8 +237,8 @@ def test_bert_param_groups_follow_flagperf():
 
 
 def test_poly_warmup_schedule():
-    assert [lamb.poly_warmup_factor(s, 0, 100) for s in (0, 50, 100, 150)] == [1.0, 0.5, 0.0, 0.0]
-    assert [lamb.poly_warmup_factor(s, 10, 100) for s in (0, 5, 10)] == [0.0, 0.5, 0.9]
+    assert [bert_common.poly_warmup_factor(s, 0, 100) for s in (0, 50, 100, 150)] == [1.0, 0.5, 0.0, 0.0]
+    assert [bert_common.poly_warmup_factor(s, 10, 100) for s in (0, 5, 10)] == [0.0, 0.5, 0.9]
 
 
 # --- loss, metric, FLOPs ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ imported here directly."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pickle
@@ -40,7 +41,8 @@ BERT_LARGE_PARAMETERS = 336_232_258
 
 torch_checkpoint = case_module("bert", "torch_checkpoint", "paddle")
 shards = case_module("bert", "shards", "paddle")
-torch_entry = case_module("bert", "run_pretraining")
+common = importlib.import_module("bert.common")  # the shards and checks both cases share
+torch_entry = case_module("bert", "training")
 
 # Run in the paddle interpreter: BERT-large's parameters under paddle.LazyGuard (shapes only,
 # nothing materialised), the cpu profile's model with its checkpoint loaded, its parameter
@@ -48,9 +50,10 @@ torch_entry = case_module("bert", "run_pretraining")
 PROBE = """
 import json, sys
 import numpy as np
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
+sys.path[:0] = [sys.argv[2]]  # benchmarks/, as the launch's PYTHONPATH
 import paddle
-import model as M, shards as S
+from bert import common as S
+from bert.paddle import model as M
 large, tiny = json.loads(sys.argv[3]), json.loads(sys.argv[4])
 data, out = sys.argv[5], sys.argv[6]
 with paddle.LazyGuard():
@@ -186,7 +189,7 @@ def test_checkpoint_reader_refuses_code_and_short_storages(tmp_path, monkeypatch
 def test_loaded_paddle_model_gives_the_pytorch_models_scores_and_loss(probe, tiny):
     found, out = probe
     model = torch_model(tiny)
-    val = torch_entry.BertShards(tiny / shards.EVAL_DIR, PROFILE["max_seq_length"],
+    val = torch_entry.BertShards(tiny / common.EVAL_DIR, PROFILE["max_seq_length"],
                                  PROFILE["max_predictions_per_seq"])
     batch = torch_entry.collate([val[i] for i in range(8)])
     with torch.no_grad():
@@ -202,25 +205,25 @@ def test_loaded_paddle_model_gives_the_pytorch_models_scores_and_loss(probe, tin
 
 def test_reader_gives_the_pytorch_cases_samples(tiny):
     seq, preds = PROFILE["max_seq_length"], PROFILE["max_predictions_per_seq"]
-    ours = shards.BertShards(tiny / shards.TRAIN_DIR, seq, preds)
-    theirs = torch_entry.BertShards(tiny / shards.TRAIN_DIR, seq, preds)
+    ours = common.BertShards(tiny / common.TRAIN_DIR, seq, preds)
+    theirs = torch_entry.BertShards(tiny / common.TRAIN_DIR, seq, preds)
     assert len(ours) == len(theirs) == 1024
-    with h5py.File(sorted((tiny / shards.TRAIN_DIR).glob("part*"))[1], "r") as second:
+    with h5py.File(sorted((tiny / common.TRAIN_DIR).glob("part*"))[1], "r") as second:
         assert np.array_equal(ours[512]["input_ids"], second["input_ids"][0])
     for index in (0, 511, 512, 1023):
         for key, value in theirs[index].items():
             assert ours[index][key].dtype == np.int64
             assert np.array_equal(ours[index][key], value.numpy()), (index, key)
-    batch = shards.collate([ours[i] for i in range(8)])
+    batch = common.collate([ours[i] for i in range(8)])
     reference = torch_entry.collate([theirs[i] for i in range(8)])
     for key, value in reference.items():
         assert np.array_equal(batch[key], value.numpy()), key
-    labels = shards.masked_labels(batch["masked_lm_ids"], batch["masked_lm_positions"])
+    labels = common.masked_labels(batch["masked_lm_ids"], batch["masked_lm_positions"])
     assert np.array_equal(labels, torch_entry.masked_labels(reference).numpy())
     with pytest.raises(ValueError, match=r"part_00000_of_00002\.hdf5: input_ids \[512, 128\]"):
-        shards.BertShards(tiny / shards.TRAIN_DIR, 512, preds)
+        common.BertShards(tiny / common.TRAIN_DIR, 512, preds)
     with pytest.raises(FileNotFoundError, match="no shard files"):
-        shards.BertShards(tiny, seq, preds)
+        common.BertShards(tiny, seq, preds)
 
 
 def test_ranks_share_an_epoch_and_evaluate_every_sample_once():
@@ -237,7 +240,7 @@ def test_ranks_share_an_epoch_and_evaluate_every_sample_once():
 
 
 def test_batches_are_read_ahead_in_order_and_errors_surface(tiny):
-    rows = shards.BertShards(tiny / shards.EVAL_DIR, 128, 20)
+    rows = common.BertShards(tiny / common.EVAL_DIR, 128, 20)
     plan = shards.eval_batches(len(rows), 64, 0, 1)
     read = list(shards.batches(rows, plan))
     direct = list(shards.batches(rows, plan, prefetch=0))
@@ -257,8 +260,8 @@ def run_round(python: Path, data: Path, tmp_path: Path, nproc: int,
     output = tmp_path / "out"
     output.mkdir()
     (output / "config.yaml").write_text(yaml.safe_dump({**PROFILE, **changes}))
-    round_ = {"launcher": "paddle", "entry": "benchmarks/bert/paddle/run_pretraining.py",
-              "nnodes": 1, "nproc_per_node": nproc, "master_addr": "127.0.0.1",
+    round_ = {"launcher": "paddle", "entry": None, "case_dir": "benchmarks/bert/paddle",
+              "model": "bert", "framework": "paddle", "nnodes": 1, "nproc_per_node": nproc, "master_addr": "127.0.0.1",
               "vendor_dir": "vendors/cpu"}
     argv = launch_argv(round_, 0, str(python), str(ROOT), str(output), str(data), 29500)
     env = {**os.environ, **launch_env(round_, 0, str(ROOT), 29500)}

@@ -38,7 +38,23 @@ def edit(project: Path, relative: str, old: str, new: str) -> None:
     (CASE, "config_key: target_acc1", "config_key: target_top1", f"{CASE}: target.config_key"),
     (CASE, "unit: images", "unit: pictures", f"{CASE}: throughput.unit"),
     (CASE, "format: imagenet", "format: imagenett", f"{CASE}: data.format"),
-    (CASE, "entry: run_pretraining.py", "entry: run.py", f"{CASE}: entry"),
+    (CASE, "driver: driver.torch.classification", "driver: driver.torch.clasification",
+     f"{CASE}: driver"),
+    (CASE, "driver: driver.torch.classification", "driver: classification",
+     f"{CASE}: driver"),
+    (CASE, "driver: driver.torch.classification", "entry: run.py",
+     f"{CASE}: model is built by a driver"),
+    ("benchmarks/sleep/pytorch/case.yml", "entry: run_sleep.py", "entry: run.py",
+     "benchmarks/sleep/pytorch/case.yml: entry: no file run.py"),
+    (CASE, "driver: driver.torch.classification", "driver: driver.torch.classification\n"
+     "entry: run_pretraining.py", f"{CASE}: give driver"),
+    (CASE, "{zero_init_residual: zero_init_residual}", "{zero_init_residual: zero_init}",
+     f"{CASE}: model.arguments"),
+    (CASE, "builder: torchvision.models.resnet50", "builder: resnet50",
+     f"{CASE}: model.builder"),
+    ("benchmarks/bert/pytorch/case.yml", "builder: bert.pytorch.model.build_model",
+     "builder: bert.pytorch.modle.build_model",
+     "benchmarks/bert/pytorch/case.yml: model.builder: no module bert.pytorch.modle"),
     (CASE, "timeout: 86400", "timeout: true", f"{CASE}: timeout"),
     (STANDARD, "  - precision\n", "  - precison\n", f"{STANDARD}: mutable"),
     (STANDARD, "  - momentum\n", "  - learning_rate\n", f"{STANDARD}: fixed"),
@@ -148,7 +164,9 @@ def test_training_and_inference_cases_of_one_model_sit_side_by_side(scratch_proj
     assert [c["case_id"] for c in plan["cases"]] == [
         "resnet50-pytorch-cpux1x1", "resnet50-pytorch-inference-cpux1x1"]
     inference = plan["rounds"][-1]
-    assert inference["entry"] == "benchmarks/inference/resnet50/pytorch/run_inference.py"
+    # A driver runs it: no entry file, its folder for ``python -m driver.run --case``.
+    assert inference["entry"] is None
+    assert inference["case_dir"] == "benchmarks/inference/resnet50/pytorch"
     assert inference["contract"]["window"] == ["INFERENCE_START", "INFERENCE_END"]
     assert inference["mfu_basis"]["throughput"] == "p_inference_core"
     # FlagPerf's six-field key keeps meaning training.

@@ -264,7 +264,7 @@ def test_cpu_loss_target_clears_the_untrained_model_and_the_unigram(tiny):
     the loss's; the model as built copies its input, which the embedding average scores above
     its own target: the loss must be the target that tells learning."""
     config = cpm_config("cpu")
-    case = cpm_module("run_pretraining").cpm_case(config, tiny)
+    case = cpm_module("training").cpm_case(config, tiny)
     assert [t.metric for t in case.also] == ["loss"] and not case.also[0].higher_is_better
     model = case.build_model().eval()
     batch = case.val_set.collate(case.val_set.samples)
@@ -288,7 +288,7 @@ def test_cpu_loss_target_clears_the_untrained_model_and_the_unigram(tiny):
 
 
 def test_learning_rate_schedule_is_upstreams_annealing():
-    factor = cpm_module("run_pretraining").annealing_factor
+    factor = cpm_module("training").annealing_factor
     # config_A100x1x8: 4000 updates, warmup 0.2 -> 800; the first update runs at lr 0.
     assert factor(0, 800.0, 4000, "linear") == 0.0
     assert factor(400, 800.0, 4000, "linear") == 0.5

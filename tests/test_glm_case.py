@@ -102,7 +102,7 @@ def test_blank_infilling_mask_is_bidirectional_in_part_a_and_causal_after():
 
 
 def test_annealing_lr_warms_up_from_zero_then_decays_linearly_to_the_ratio():
-    annealing = glm_module("run_pretraining").annealing_lr
+    annealing = glm_module("training").annealing_lr
     factor = [annealing(step, warmup_steps=10, decay_steps=90, decay_ratio=0.1)
               for step in (0, 5, 10, 55, 100, 1000)]
     assert factor == pytest.approx([0.0, 0.5, 1.0, 0.55, 0.1, 0.1])

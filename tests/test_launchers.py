@@ -1,7 +1,8 @@
 """The launcher registry (flagperf_ansible.config.launchers): each launcher's argv and environment for
 every node of a round, and real rounds of every launcher (torchrun and plain python: two nodes
 doing a gloo all_reduce on 127.0.0.1; binary: a shell script entry; paddle in the framework's
-environment, as runtime none runs it: conftest's framework_python). tf_config and msrun start
+environment, as runtime none runs it: conftest's framework_python; torchrun and paddle running a
+case through the driver's one entry, ``python -m driver.run``). tf_config and msrun start
 their workers for real in the resnet50 cases' two-worker tests (tests/test_resnet50_tensorflow2.py,
 tests/test_resnet50_mindspore.py), through the same launch_argv and launch_env."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +23,7 @@ from flagperf_ansible.config.launchers import LAUNCHERS, get_launcher, launch_ar
     worker_endpoints
 
 ROOT = "/opt/flagperf"
+CHECKOUT = Path(__file__).resolve().parents[1]
 OUT = "/var/tmp/flagperf/run1/x/round1/node_noderank0"
 DATA = "/data/some set"
 PORT = 29555
@@ -31,7 +34,13 @@ def plan_round(launcher: str, nodes: list[str] = NODES, nproc: int = 2, **more) 
     """A round as build_plan gives it, the fields a launcher reads."""
     return {"launcher": launcher, "entry": "benchmarks/m/fw/run.py", "nnodes": len(nodes),
             "nproc_per_node": nproc, "nodes": list(nodes), "master_addr": nodes[0],
-            "env": {}, "vendor_dir": "vendors/acme", "python": "/usr/bin/python3.10", **more}
+            "env": {}, "vendor_dir": "vendors/acme", "python": "/usr/bin/python3.10",
+            "model": "m", "framework": "fw", "case_dir": "benchmarks/m/fw", **more}
+
+
+def driver_round(launcher: str, nodes: list[str] = NODES, nproc: int = 2, **more) -> dict:
+    """A round of a case whose case.yml names a driver: no entry file."""
+    return plan_round(launcher, nodes, nproc, **{"entry": None, **more})
 
 
 def argv_of(round_: dict, noderank: int, python: str = "py") -> list[str]:
@@ -39,9 +48,11 @@ def argv_of(round_: dict, noderank: int, python: str = "py") -> list[str]:
 
 
 def script_of(round_: dict) -> list[str]:
-    """What every launcher runs: the entry and the case's own arguments."""
-    return [f"{ROOT}/{round_['entry']}", "--config", f"{OUT}/config.yaml", "--output_dir", OUT,
-            "--data_dir", DATA]
+    """What every launcher runs: the entry (or the driver's one entry with the case folder)
+    and the case's own arguments."""
+    run = [f"{ROOT}/{round_['entry']}"] if round_["entry"] else \
+        ["-m", "driver.run", "--case", f"{ROOT}/{round_['case_dir']}"]
+    return [*run, "--config", f"{OUT}/config.yaml", "--output_dir", OUT, "--data_dir", DATA]
 
 
 def option(argv: list[str], name: str) -> str:
@@ -171,7 +182,44 @@ def test_msrun_counts_every_worker_of_the_round_and_this_nodes():
         == "python"
 
 
+def test_every_python_launcher_runs_a_driver_case_as_the_module_driver_run():
+    for name in ("torchrun", "python", "tf_config", "msrun"):
+        round_ = driver_round(name, nproc=1)
+        argv = argv_of(round_, 1)
+        assert argv[-len(script_of(round_)):] == script_of(round_), name
+        assert script_of(round_)[:4] == ["-m", "driver.run", "--case", f"{ROOT}/benchmarks/m/fw"]
+    # torchrun's own -m (run the script as a module), after its options
+    argv = argv_of(driver_round("torchrun", nodes=["node1"], nproc=8), 0)
+    assert argv[:7] == ["py", "-m", "torch.distributed.run", "--nproc_per_node", "8",
+                        "--standalone", "-m"]
+    # msrun's workers: `python3 -m driver.run ...`
+    argv = argv_of(driver_round("msrun"), 0)
+    assert argv[-len(script_of(driver_round("msrun"))) - 1] == "python3"
+
+
+def test_paddle_runs_a_driver_case_under_the_interpreter_as_its_training_command():
+    # paddle.distributed.launch runs a script ending in .py under its own interpreter and
+    # anything else as a command: the module form needs the interpreter in front.
+    round_ = driver_round("paddle")
+    argv = argv_of(round_, 2, python="/env/bin/python")
+    assert argv[-len(script_of(round_)) - 1:] == ["/env/bin/python", *script_of(round_)]
+    assert argv.index("--rank") < argv.index("driver.run")
+
+
+def test_binary_refuses_a_driver_case():
+    with pytest.raises(ValueError, match="binary runs an entry file"):
+        argv_of(driver_round("binary", nproc=1), 0)
+
+
 # --- environment -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(LAUNCHERS))
+def test_every_launcher_puts_benchmarks_src_and_the_vendor_extern_on_the_path(name):
+    """The driver package and the case folders import as packages, the host package's readers
+    from src/, a vendor adapter's modules from its extern/; a case's own PYTHONPATH after."""
+    env = launch_env(plan_round(name, env={"PYTHONPATH": "/case/lib"}), 0, ROOT, PORT)
+    assert env["PYTHONPATH"].split(":") == [
+        f"{ROOT}/benchmarks", f"{ROOT}/src", f"{ROOT}/vendors/acme/m-fw/extern", "/case/lib"]
 
 def test_tf_config_lists_every_node_and_this_nodes_index():
     round_ = plan_round("tf_config", nproc=1)
@@ -337,6 +385,52 @@ def test_a_python_entry_on_one_node_is_rank_0_of_1(tmp_path):
     assert seen["argv"][:2] == ["--config", f"{out}/config.yaml"]
 
 
+#: A case's own driver module: ``run(case)`` records what the driver's one entry gave it.
+DRIVER_PROBE = """\
+import json, os, sys
+
+
+def run(case):
+    rank = os.environ.get("PADDLE_TRAINER_ID") or os.environ["RANK"]
+    json.dump({"rank": rank, "ranks": os.environ.get("PADDLE_TRAINERS_NUM"),
+               "package": case.package, "name": case.name,
+               "framework": case.framework, "description": case.description,
+               "argv": sys.argv[1:]}, open("driver{}.json".format(rank), "w"))
+    return 0
+"""
+
+
+def write_driver_case(checkout: Path) -> dict:
+    """A checkout with the driver package and a case ``probe:pytorch`` whose case.yml names
+    its own driver module; returns the case's round fields."""
+    shutil.copytree(CHECKOUT / "benchmarks" / "driver", checkout / "benchmarks" / "driver",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    case = checkout / "benchmarks" / "probe" / "pytorch"
+    case.mkdir(parents=True)
+    (case / "case.yml").write_text("description: a probe\ndriver: probe.pytorch.probe\n")
+    (case / "probe.py").write_text(DRIVER_PROBE)
+    return {"entry": None, "case_dir": "benchmarks/probe/pytorch", "model": "probe",
+            "framework": "pytorch"}
+
+
+def test_a_driver_case_runs_through_the_module_entry_on_every_node(tmp_path, framework_python):
+    """Two nodes of one process each start ``python -m driver.run --case`` through paddle's
+    launcher (the one that needs the interpreter in front; torchrun's ``-m`` runs every
+    training case in tests/test_local_run.py): each rank's run(case) is the case folder's own
+    module, imported as a package (no sys.path edit: the launch's PYTHONPATH)."""
+    round_ = plan_round("paddle", nodes=["127.0.0.1", "127.0.0.1"], nproc=1,
+                        **write_driver_case(tmp_path))
+    outs = run_nodes(round_, tmp_path, python=str(framework_python("paddle")))
+    for noderank, out in enumerate(outs):
+        report = json.loads((out / f"driver{noderank}.json").read_text())
+        assert (report["rank"], report["ranks"]) == (str(noderank), "2")
+        assert (report["package"], report["name"], report["framework"], report["description"]) \
+            == ("probe.pytorch", "probe", "pytorch", "a probe")
+        assert report["argv"] == ["--case", f"{tmp_path}/benchmarks/probe/pytorch", "--config",
+                                  f"{out}/config.yaml", "--output_dir", str(out), "--data_dir",
+                                  str(tmp_path / "data set")]
+
+
 PADDLE_PROBE = """\
 import json, os, sys
 json.dump({"trainer": os.environ.get("PADDLE_TRAINER_ID"),
@@ -345,7 +439,7 @@ json.dump({"trainer": os.environ.get("PADDLE_TRAINER_ID"),
 """
 
 
-@pytest.mark.parametrize("nnodes", [1, 2])
+@pytest.mark.parametrize("nnodes", [1])  # 2 nodes: the driver case's test above
 def test_paddle_launch_starts_the_entry_on_each_node_with_its_rank(tmp_path, nnodes,
                                                                     framework_python):
     round_ = plan_round("paddle", nodes=["127.0.0.1"] * nnodes, nproc=1,

@@ -31,11 +31,9 @@ from flagperf_ansible.config.launchers import launch_argv, launch_env
 # it returns, the rank writes how many gloo worker threads (named pt_gloo_runloop by torch) are
 # still alive.
 PROBE = """\
-import importlib.util, pathlib
-spec = importlib.util.spec_from_file_location("run_pretraining", {entry!r})
-case = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(case)
-from driver import dist  # the case put benchmarks/ on sys.path
+import pathlib, sys
+from driver import dist, run  # benchmarks/ is on the launch's PYTHONPATH
+sys.argv[1:1] = ["--case", {case!r}]  # what python -m driver.run gets
 real_shutdown = dist.shutdown
 
 def shutdown(info, *args, **kwargs):
@@ -50,7 +48,7 @@ def shutdown(info, *args, **kwargs):
     return left
 
 dist.shutdown = shutdown
-case.exit_rank(case.main())
+dist.exit_rank(run.main())
 """
 FINISHED = '"event": "FINISHED"'
 EXIT_WITHIN_S = 30
@@ -82,11 +80,12 @@ def test_two_node_ranks_free_their_group_and_end_after_finished(project, tmp_pat
     config = effective_config(project, load_case(project, "resnet50", "pytorch"), spec, "cpu").config
     config["epochs"] = 1
     (tmp_path / "probe.py").write_text(
-        PROBE.format(entry=str(project / "benchmarks/resnet50/pytorch/run_pretraining.py")))
-    (tmp_path / "vendors").symlink_to(project / "vendors")  # the checkout root is tmp_path
+        PROBE.format(case=str(project / "benchmarks/resnet50/pytorch")))
+    for folder in ("vendors", "benchmarks", "src"):  # the checkout root is tmp_path
+        (tmp_path / folder).symlink_to(project / folder)
     round_ = {"launcher": "torchrun", "entry": "probe.py", "nnodes": 2, "nproc_per_node": 1,
               "master_addr": "127.0.0.1", "nodes": ["127.0.0.1"] * 2, "env": {},
-              "vendor_dir": "vendors/cpu"}
+              "vendor_dir": "vendors/cpu", "model": "resnet50", "framework": "pytorch"}
     port = free_port()
     nodes = {}
     for node in (0, 1):

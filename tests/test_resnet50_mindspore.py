@@ -43,9 +43,9 @@ schedule = case_module("resnet50", "schedule", "mindspore")
 PROBE = """
 import json, os, sys
 import numpy as np
-sys.path[:0] = [sys.argv[1], sys.argv[5]]
-import imagenet_folders as F
-from model import build_model, trainable_parameters
+sys.path[:0] = [sys.argv[5]]  # benchmarks/, as the launch's PYTHONPATH
+from resnet50.mindspore import imagenet_folders as F
+from resnet50.mindspore.model import build_model, trainable_parameters
 data, out, config = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 net = build_model({}, 1000)
 tiny = build_model({"zero_init_residual": True}, 10)
@@ -153,8 +153,8 @@ def run_round(python: Path, data: Path, tmp_path: Path, nproc: int,
     output = tmp_path / "out"
     output.mkdir()
     (output / "config.yaml").write_text(yaml.safe_dump(config))
-    round_ = {"launcher": "msrun", "entry": "benchmarks/resnet50/mindspore/run_pretraining.py",
-              "nnodes": 1, "nproc_per_node": nproc, "master_addr": "127.0.0.1",
+    round_ = {"launcher": "msrun", "entry": None, "case_dir": "benchmarks/resnet50/mindspore",
+              "model": "resnet50", "framework": "mindspore", "nnodes": 1, "nproc_per_node": nproc, "master_addr": "127.0.0.1",
               "vendor_dir": "vendors/cpu"}
     argv = launch_argv(round_, 0, str(python), str(ROOT), str(output), str(data), 28431)
     env = {**os.environ, **launch_env(round_, 0, str(ROOT), 28431),

@@ -52,8 +52,8 @@ import json, sys
 from pathlib import Path
 import numpy as np
 import tensorflow as tf
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
-import imagenet_records as R
+sys.path[:0] = [sys.argv[2]]  # benchmarks/, as the launch's PYTHONPATH
+from resnet50.tensorflow2 import imagenet_records as R
 data, out = Path(sys.argv[3]), Path(sys.argv[4])
 found = {}
 for split in R.SPLITS:
@@ -88,9 +88,9 @@ json.dump(found, open(out / "found.json", "w"))
 # cpu profile's), its multiply-adds summed over Conv2D and Dense layers, zero-init and momentum.
 MODEL_PROBE = """
 import json, sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
+sys.path[:0] = [sys.argv[2]]  # benchmarks/, as the launch's PYTHONPATH
 import keras
-import model as M
+from resnet50.tensorflow2 import model as M
 def macs(model):
     total = 0
     for layer in model.layers:
@@ -266,8 +266,8 @@ def test_keras_resnet50_counts_as_published_and_as_the_case_declares(tf_python):
 # Run in the TensorFlow interpreter: the case's learning rate at the given updates.
 SCHEDULE_PROBE = """
 import json, sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
-import run_pretraining as R
+sys.path[:0] = [sys.argv[2]]  # benchmarks/, as the launch's PYTHONPATH
+from resnet50.tensorflow2 import training as R
 args = json.loads(sys.argv[3])
 schedule = R.LearningRate(**args["schedule"])
 json.dump([float(schedule(step)) for step in args["steps"]], sys.stdout)
@@ -308,8 +308,9 @@ def run_round(python: Path, data: Path, tmp_path: Path, nodes: int,
     """Run a round of the case as its nodes would, all on 127.0.0.1 (launchers.launch_argv and
     launch_env of ``tf_config``: TF_CONFIG with one port per worker); returns each node's
     output folder."""
-    round_ = {"launcher": "tf_config",
-              "entry": "benchmarks/resnet50/tensorflow2/run_pretraining.py", "nnodes": nodes,
+    round_ = {"launcher": "tf_config", "entry": None,
+              "case_dir": "benchmarks/resnet50/tensorflow2", "model": "resnet50",
+              "framework": "tensorflow2", "nnodes": nodes,
               "nproc_per_node": 1, "nodes": ["127.0.0.1"] * nodes,
               "master_addr": "127.0.0.1", "env": {}, "vendor_dir": "vendors/cpu"}
     port = free_port() if nodes == 1 else _free_port_pair()

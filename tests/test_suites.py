@@ -18,17 +18,14 @@ from checkout_copy import copy_checkout, write_local_inventory
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The entry of every minimal case: its suite's monitoring window, then FINISHED with the figures
-#: its configuration names. The driver sits ``DEPTH`` folders above the entry.
+#: its configuration names (the driver package is on the launch's PYTHONPATH).
 ENTRY = '''"""A minimal case: its suite's PerfLog window, then FINISHED with the configured figures."""
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[DEPTH]))
-
-from driver import perflog  # noqa: E402
-from driver.case_io import load_config, parse_case_args, redirect_rank_output  # noqa: E402
-from driver.dist import dist_info  # noqa: E402
+from driver import perflog
+from driver.case_io import load_config, parse_case_args, redirect_rank_output
+from driver.dist import dist_info
 
 
 def main() -> int:
@@ -90,8 +87,7 @@ def write_case(project: Path, suite: str, model: str, figures: dict) -> None:
     spec = SUITE_CASES[suite]
     folder = project / "benchmarks" / ("" if suite == "training" else suite) / model / "pytorch"
     (folder / "config").mkdir(parents=True)
-    depth = 2 if suite == "training" else 3
-    (folder / "run.py").write_text(ENTRY.replace("DEPTH", str(depth)))
+    (folder / "run.py").write_text(ENTRY)
     (folder / "case.yml").write_text(yaml.safe_dump({
         "suite": suite, "description": f"minimal {suite} case", "launcher": "python",
         "entry": "run.py", "timeout": 120, **spec["case"]}))

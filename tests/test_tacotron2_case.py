@@ -207,7 +207,7 @@ def test_collate_sorts_pads_and_sets_the_gate():
 
 
 def test_case_counts_mel_frames_without_padding(tiny):
-    case = tacotron2_module("run_pretraining").tacotron2_case(profile_config("cpu"), tiny)
+    case = tacotron2_module("training").tacotron2_case(profile_config("cpu"), tiny)
     items = [case.train_set[0], case.train_set[7]]
     batch = case.collate_fn(items)
     frames = sum(item[1].shape[1] for item in items)
@@ -314,7 +314,7 @@ def test_scheduler_anneals_by_the_epoch_of_each_update():
 
 def test_cpu_target_is_far_below_an_untrained_and_a_mean_spectrum_models_loss(tiny):
     config = profile_config("cpu")
-    case = tacotron2_module("run_pretraining").tacotron2_case(config, tiny)
+    case = tacotron2_module("training").tacotron2_case(config, tiny)
     torch.manual_seed(config["seed"])
     model = case.build_model().eval()
     text, text_lengths, mel, gate, mel_lengths = case.eval_collate_fn(

@@ -304,6 +304,7 @@ def test_a_vendor_hook_is_taken_from_the_vendor_dir_and_the_others_default(tmp_p
     (tmp_path / "vendors/acme/other-pytorch/extern").mkdir(parents=True)
     (tmp_path / "vendors/acme/other-pytorch/extern/adapter.py").write_text("raise ImportError\n")
     monkeypatch.setenv("FLAGPERF_VENDOR_DIR", str(tmp_path / "vendors/acme"))
+    monkeypatch.syspath_prepend(str(extern))  # the launch's PYTHONPATH has it (case_path)
     run = Regression()
     events = train({"max_steps": 2}, run.case)
     assert values(events, "CONVERT_MODEL") == [{"model": "tiny", "features": 4, "hook": "vendor"}]

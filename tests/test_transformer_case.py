@@ -22,7 +22,7 @@ from flagperf_ansible.results.mfu import flops_per_unit
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_DIR = ROOT / "benchmarks" / "transformer" / "pytorch"
-run_pretraining = case_module("transformer", "run_pretraining")
+training = case_module("transformer", "training")
 wmt = case_module("transformer", "wmt")
 
 CASE = load_case(ROOT, "transformer", "pytorch")
@@ -76,7 +76,7 @@ def test_declared_flops_match_torch_flop_counter():
     target = torch.randint(4, 120, (3, tokens))
     with FlopCounterMode(display=False) as counter:
         logits = model(input_ids=source, decoder_input_ids=target).logits
-        run_pretraining.label_smoothed_loss(logits, target, 0.1).backward()
+        training.label_smoothed_loss(logits, target, 0.1).backward()
     declared = flops_per_unit(CASE.spec.mfu.flops_per_unit.model_dump(), config)
     assert counter.get_total_flops() == pytest.approx(declared * 3 * tokens, rel=1e-9)
     # Transformer big: 1.27e9 per target token.
@@ -148,12 +148,12 @@ def test_label_smoothed_loss_is_fairseqs():
     smooth = -lprobs[keep].sum()
     # fairseq/criterions/label_smoothed_cross_entropy.py, divided by ntokens
     expected = ((1 - eps) * nll + eps / 11 * smooth) / keep.sum()
-    assert run_pretraining.label_smoothed_loss(logits, target, eps) == pytest.approx(
+    assert training.label_smoothed_loss(logits, target, eps) == pytest.approx(
         float(expected), rel=1e-5)
 
 
 def test_inverse_sqrt_schedule():
-    f = run_pretraining.inverse_sqrt_factor
+    f = training.inverse_sqrt_factor
     assert [f(n, 4000) for n in (0, 2000, 4000, 16000)] == [0.0, 0.5, 1.0, 0.5]
     assert f(0, 100, 0.1) == pytest.approx(0.1) and f(100, 100, 0.1) == 1.0
 

@@ -21,7 +21,7 @@ CASE = ROOT / "benchmarks" / "wav2vec2" / "pytorch"
 @pytest.fixture(scope="module")
 def pretraining():
     """The case's ``pretraining.py``."""
-    return case_module("wav2vec2", "pretraining")
+    return case_module("wav2vec2", "training")
 
 
 def config(hardware: str = "standard") -> dict:

@@ -41,8 +41,8 @@ def config_of(hardware: str = "standard") -> dict:
 
 @pytest.fixture(scope="module")
 def entry():
-    """run_pretraining.py."""
-    return case_module("waveglow", "run_pretraining")
+    """training.py."""
+    return case_module("waveglow", "training")
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,10 @@ import yaml
 
 
 def parse_case_args(description: str) -> argparse.Namespace:
-    """``--config FILE --output_dir DIR [--data_dir DIR]`` as the launch role passes them."""
+    """``--config FILE --output_dir DIR [--data_dir DIR]`` as the launch role passes them
+    (and ``--case DIR``, which ``driver.run`` reads)."""
     parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--case", type=Path, help="the case folder (python -m driver.run)")
     parser.add_argument("--config", required=True, type=Path,
                         help="effective configuration (YAML) written by the launch role")
     parser.add_argument("--output_dir", required=True, type=Path,

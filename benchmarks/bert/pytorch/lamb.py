@@ -93,15 +93,3 @@ def bert_param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]
              "weight_decay": weight_decay},
             {"params": [p for n, p in named if any(k in n for k in no_decay)],
              "weight_decay": 0.0}]
-
-
-def poly_warmup_factor(step: int, warmup_steps: int, total_steps: int,
-                       start_warmup_step: int = 0) -> float:
-    """FlagPerf's LinearWarmupPolyDecayScheduler (degree 1, end 0) as a factor of the base
-    learning rate after ``step`` updates: ``(step - start) / warmup`` during the warmup, then
-    ``1 - min(step / total_steps, 1)``."""
-    since = step - start_warmup_step
-    if since < warmup_steps:
-        return max(0.0, since / warmup_steps)
-    return 1.0 - min(step / max(1, total_steps), 1.0)
-

@@ -11,48 +11,16 @@ vocabulary padded to a multiple of 8, as NVIDIA's modeling.py pads it: 30522 -> 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 
-#: bert_config.json keys that must agree with the case's configuration.
-ARCHITECTURE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "max_position_embeddings", "type_vocab_size", "hidden_act")
+from ..common import check_bert_config
+
 #: Model keys a converted checkpoint need not hold: transformers ties the decoder's bias to
 #: ``cls.predictions.bias`` and keeps position ids as a buffer.
 NOT_IN_CHECKPOINT = ("cls.predictions.decoder.bias", "bert.embeddings.position_ids")
-
-
-def padded_vocab(size: int) -> int:
-    """``size`` rounded up to a multiple of 8 (NVIDIA modeling.py BertPreTrainedModel)."""
-    return size + (-size) % 8
-
-
-def check_bert_config(config: Mapping[str, Any], path: Path) -> None:
-    """Raise ValueError naming ``path`` and the key where bert_config.json disagrees with the
-    case's configuration (its ``vocab_size`` padded with :func:`padded_vocab`).
-
-    Raises:
-        FileNotFoundError: no such file; ValueError: not JSON, or a key disagrees.
-    """
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (bert_config_path)")
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not JSON ({err})") from None
-    wanted = {key: config[key] for key in ARCHITECTURE}
-    wanted["vocab_size"] = config["vocab_size"]
-    for key, value in wanted.items():
-        got = found.get(key)
-        if key == "vocab_size" and isinstance(got, int):
-            got = padded_vocab(got)
-        if got != value:
-            raise ValueError(f"{path}: {key} is {found.get(key)!r}, the configuration says "
-                             f"{value!r}" + (" (padded to a multiple of 8)"
-                                             if key == "vocab_size" else ""))
 
 
 def load_converted_checkpoint(model: torch.nn.Module, path: Path) -> None:

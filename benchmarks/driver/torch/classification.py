@@ -1,7 +1,8 @@
 """Image classification on ImageNet-layout folders, shared by the vision training cases
 (resnet50, mobilenetv2, efficientnet, vit, swin_transformer, bigtransfer): data and its
 augmentation, the optimizer, the per-update learning-rate schedule and top-1 accuracy. A case
-gives its model; :func:`classification_case` returns the trainer's ``TrainingCase``.
+names its model in case.yml; :func:`classification_case` returns the trainer's
+``TrainingCase``, :func:`run` is the cases' driver.
 
 The recipe is torchvision's classification references (``pytorch/vision``
 ``references/classification``: ``train.py``, ``presets.py``, ``sampler.py``), which FlagPerf's
@@ -297,13 +298,13 @@ def classification_case(config: Mapping[str, Any], data_dir: Path,
     )
 
 
-def run_case(description: str, model: str,
-             build_model: Callable[[Mapping[str, Any], int, Path], torch.nn.Module]) -> int:
-    """A vision case's entry point: the trainer from the command line (``--config``,
-    ``--output_dir``, ``--data_dir``), the case of :func:`classification_case` with
-    ``build_model(config, num_classes, data_dir)`` (``data_dir`` for an initial checkpoint);
-    returns the exit status (0: trained to the end)."""
-    trainer = Trainer.from_command_line(description, model=model)
+def run(case) -> int:
+    """The driver of a vision case (case.yml ``driver: driver.torch.classification``;
+    ``driver.run.Case``): the trainer from the command line (``--config``, ``--output_dir``,
+    ``--data_dir``) and the case of :func:`classification_case` with case.yml's model, built
+    with the data's ``num_classes``; returns the exit status (0: trained to the end)."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
     config, data_dir = trainer.config, trainer.data_dir
     return trainer.fit(classification_case(
-        config, data_dir, lambda num_classes: build_model(config, num_classes, data_dir)))
+        config, data_dir,
+        lambda num_classes: case.build_model(config, data_dir, num_classes=num_classes)))

@@ -1,7 +1,8 @@
 """Object detection and instance segmentation on COCO 2017, shared by the detection training
 cases (faster_rcnn, retinanet, mask_rcnn): the data, the ResNet-FPN backbone started from a
-checkpoint in the data folder, the optimizer, FlagPerf's schedule and COCO mAP. A case gives its
-detector; :func:`detection_case` returns the trainer's ``TrainingCase``.
+checkpoint in the data folder, the detector (case.yml's ``model.builder``, completed by
+:func:`build_detector`), the optimizer, FlagPerf's schedule and COCO mAP; :func:`detection_case`
+returns the trainer's ``TrainingCase``, :func:`run` is the cases' driver.
 
 The recipe is FlagPerf's (``training/benchmarks/{faster_rcnn,retinanet,mask_rcnn}/pytorch``),
 itself torchvision's detection references (``pytorch/vision`` ``references/detection``:
@@ -25,7 +26,7 @@ Configuration keys (a case's ``config/standard.yaml`` lists those it sets):
 * detector: ``num_classes`` (with the background; COCO: 91), ``min_size`` (an int, or a list:
   one drawn per training image, torchvision evaluating at the last), ``max_size``,
   ``anchor_sizes`` (one list per feature map), ``aspect_ratios``; R-CNN keys in
-  :func:`rcnn_options`; the case's model module reads its own head keys;
+  :func:`rcnn_options`; :func:`build_detector` the heads' own keys;
 * optimizer and schedule: ``learning_rate``, ``momentum``, ``weight_decay``,
   ``lr_warmup_steps`` (1000), ``lr_warmup_factor`` (0.001), ``lr_steps`` (epochs), ``lr_gamma``,
   ``clip_grad_norm`` (the trainer's backward hook; none in FlagPerf's recipe);
@@ -469,13 +470,59 @@ def detection_case(config: Mapping[str, Any], data_dir: Path,
     )
 
 
-def run_case(description: str, model: str, metric: str, config_key: str,
-             build_model: Callable[[Mapping[str, Any], Path], torch.nn.Module]) -> int:
-    """A detection case's entry point: the trainer from the command line (``--config``,
-    ``--output_dir``, ``--data_dir``) and the case of :func:`detection_case` with
-    ``build_model(config, data_dir)``; returns the exit status (0: trained to the end)."""
-    trainer = Trainer.from_command_line(description, model=model)
+#: RetinaNet keyword arguments a configuration may set (torchvision's defaults otherwise).
+RETINANET_KEYS = {"topk_candidates": int, "detections_per_img": int, "score_thresh": float}
+
+
+def build_detector(detector: type, config: Mapping[str, Any],
+                   data_dir: Path | None) -> torch.nn.Module:
+    """``detector`` (case.yml's ``model.builder``: torchvision's ``FasterRCNN``, ``MaskRCNN``
+    or ``RetinaNet``) on :func:`resnet_fpn_backbone` (with P6 and P7 for RetinaNet), built as
+    torchvision's ``<detector>_resnet50_fpn(weights_backbone=...)`` builds it (frozen
+    BatchNorm, 3 trainable stages): images ``[3, H, W]`` in [0, 1] (a list) -> in training,
+    the losses; in evaluation, per image ``boxes [N, 4]``, ``labels [N]``, ``scores [N]`` (and
+    ``masks [N, 1, H, W]``, probabilities, for Mask R-CNN).
+
+    Config: ``num_classes`` (with the background), the backbone keys of
+    :func:`resnet_fpn_backbone`; for the R-CNNs those of :func:`rcnn_options` and, for Mask
+    R-CNN, ``mask_head_channels`` (the mask head's four 3x3 convolutions and its
+    deconvolution; null: torchvision's 256); for RetinaNet :func:`detector_options`' (the
+    same number of anchor sizes per level: the head is shared) and ``RETINANET_KEYS``.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`resnet_fpn_backbone`.
+        TypeError: ``detector`` is none of the three.
+    """
+    from torchvision.models.detection import FasterRCNN, MaskRCNN, RetinaNet
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+
+    if not (isinstance(detector, type) and issubclass(detector, (FasterRCNN, RetinaNet))):
+        raise TypeError(f"model builder {detector!r}: not torchvision's FasterRCNN, MaskRCNN "
+                        "or RetinaNet")
+    retinanet = issubclass(detector, RetinaNet)
+    backbone = resnet_fpn_backbone(config, data_dir, retinanet=retinanet)
+    if retinanet:
+        options = detector_options(config, anchor_key="anchor_generator")
+        options.update({key: kind(config[key]) for key, kind in RETINANET_KEYS.items()
+                        if config.get(key) is not None})
+        return detector(backbone, num_classes=int(config["num_classes"]), **options)
+    masks = issubclass(detector, MaskRCNN)
+    options = rcnn_options(config, backbone.out_channels, masks=masks)
+    if masks and config.get("mask_head_channels"):
+        width = int(config["mask_head_channels"])
+        options["mask_head"] = MaskRCNNHeads(backbone.out_channels, (width,) * 4, 1)
+        options["mask_predictor"] = MaskRCNNPredictor(width, width, int(config["num_classes"]))
+    return detector(backbone, **options)
+
+
+def run(case) -> int:
+    """The driver of a detection case (case.yml ``driver: driver.torch.detection``, ``model:
+    builder:`` torchvision's detector class; ``driver.run.Case``): the trainer from the
+    command line (``--config``, ``--output_dir``, ``--data_dir``) and the case of
+    :func:`detection_case` with :func:`build_detector` and the case's target; returns the exit
+    status (0: trained to the end)."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
     config, data_dir = trainer.config, trainer.data_dir
     return trainer.fit(detection_case(
-        config, data_dir, lambda: build_model(config, data_dir), metric=metric,
-        config_key=config_key, world_size=trainer.info.world_size))
+        config, data_dir, lambda: build_detector(case.model.function, config, data_dir),
+        metric=case.metric, config_key=case.config_key, world_size=trainer.info.world_size))

@@ -60,6 +60,7 @@ with its traceback.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
 import os
@@ -463,6 +464,14 @@ def main(case: ModuleType, description: str) -> int:
     except InferenceError as error:
         print(f"inference: {error}", file=sys.stderr, flush=True)
         return 1
+
+
+def run(case) -> int:
+    """The driver of an inference case (case.yml ``driver: driver.torch.inference``;
+    ``driver.run.Case``): :func:`main` with the case folder's ``case.py`` (the package module
+    ``<case.package>.case``: its model, data, evaluator and forward) and case.yml's
+    description."""
+    return main(importlib.import_module(f"{case.package}.case"), case.description)
 
 
 def _run(case: ModuleType, description: str, args: Any, log: perflog.PerfLogger,

@@ -5,8 +5,8 @@ A vendor adapts a case in ``vendors/<vendor>/<model>-pytorch/extern/adapter.py``
 defining any of the functions below; the trainer uses the default for each one it does not
 define. The vendor folder comes from the environment variable ``FLAGPERF_VENDOR_DIR`` (the
 absolute path of ``vendors/<vendor>/`` where the case runs, set by the launch); unset or empty,
-every hook is the default. The adapter may import modules beside it (its folder is appended to
-``sys.path``, so the case's own modules keep precedence).
+every hook is the default. The adapter may import modules beside it: the launch puts its folder
+on ``PYTHONPATH``, after ``benchmarks/`` (flagperf_ansible.config.launchers.case_path).
 
 Hooks (``ctx`` is a :class:`RankContext`):
 
@@ -163,8 +163,6 @@ def load_vendor_hooks(model: str, vendor_dir: str | os.PathLike | None = None,
         raise FileNotFoundError(f"{VENDOR_DIR_ENV}={vendor_dir}: no such vendor folder")
     if not path.is_file():
         return VendorHooks()
-    if str(path.parent) not in sys.path:
-        sys.path.append(str(path.parent))
     spec = importlib.util.spec_from_file_location(f"flagperf_vendor_adapter_{model}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # so that its functions pickle (e.g. to loader workers)

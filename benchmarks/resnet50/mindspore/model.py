@@ -11,7 +11,8 @@ from mindspore import nn
 from mindspore.common.initializer import initializer
 
 
-def build_model(config: Mapping[str, Any], num_classes: int) -> nn.Cell:
+def build_model(config: Mapping[str, Any], num_classes: int,
+                data_dir: str | None = None) -> nn.Cell:
     """ResNet-50 with ``num_classes`` outputs: images ``[batch, 3, H, W]`` float32 -> logits
     ``[batch, num_classes]`` (any H, W of at least 32: global average pooling).
 

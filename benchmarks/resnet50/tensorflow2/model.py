@@ -18,7 +18,8 @@ import keras
 import tensorflow as tf
 
 
-def build_model(config: Mapping[str, Any], num_classes: int) -> keras.Model:
+def build_model(config: Mapping[str, Any], num_classes: int,
+                data_dir: str | None = None) -> keras.Model:
     """ResNet-50 v1: images ``[batch, image_size, image_size, 3]`` (channels last, normalised)
     -> logits ``[batch, num_classes]`` (no softmax: the loss takes logits).
 

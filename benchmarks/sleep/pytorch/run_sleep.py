@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/ (driver)
-
-from driver import perflog  # noqa: E402
-from driver.case_io import load_config, parse_case_args, redirect_rank_output  # noqa: E402
-from driver.dist import dist_info  # noqa: E402
-from driver.finished import RoundClock  # noqa: E402
+from driver import perflog
+from driver.case_io import load_config, parse_case_args, redirect_rank_output
+from driver.dist import dist_info
+from driver.finished import RoundClock
 
 
 def main() -> int:

@@ -29,7 +29,8 @@ import torch
 
 from driver.case_io import setting
 from driver.torch.ljspeech import MelSpectrogram, load_audio
-from tts_text import text_to_sequence
+
+from .tts_text import text_to_sequence
 
 #: A batch: ``(text [B, T_in] int64 zero-padded, text_lengths [B] descending, mel [B, M,
 #: T_out] zero-padded, gate [B, T_out] (1 from each clip's last frame on), mel_lengths [B])``.

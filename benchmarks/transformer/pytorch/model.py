@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 import torch
 
-import wmt
+from . import wmt
 
 
 def dictionary_size(config: Mapping[str, Any], data_dir: str | Path | None = None) -> int:

@@ -3,7 +3,14 @@
 Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
 
 * ``suite`` (``flagperf_ansible.config.suites``), ``description``, ``launcher``
-  (a name of ``flagperf_ansible.config.launchers.LAUNCHERS``), ``entry`` (a file of the case folder), ``timeout`` (s);
+  (a name of ``flagperf_ansible.config.launchers.LAUNCHERS``), ``timeout`` (s);
+* what runs, one of: ``driver``, the module (dotted, importable with ``benchmarks/`` on the
+  path: ``driver.torch.classification``, or a module of the case folder itself such as
+  ``bert.pytorch.pretraining``) whose ``run(case)`` the one entry ``python -m driver.run``
+  calls (``benchmarks/driver/run.py``), with ``model``, the model's builder by import path
+  (a kept library's, e.g. ``torchvision.models.resnet50``, or the case's own ``model.py``'s)
+  and, for a library builder, its keyword ``arguments`` taken from configuration keys; or
+  ``entry``, a file of the case folder run as it is (micro-benchmarks, ``binary``);
 * ``metrics``: the figures it reports in FINISHED, each by its FINISHED key with its direction
   (``higher`` or ``lower`` is better), unit and meaning (for base cases, the formula), and for
   base figures the vendor datasheet entry it is compared with (``datasheet``,
@@ -213,6 +220,48 @@ class Window(_Strict):
     _keys = field_validator("start", "end")(_key)
 
 
+#: A dotted import path: ``package.module`` or ``package.module.attribute``.
+DOTTED_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _dotted(value: str) -> str:
+    if not isinstance(value, str) or not DOTTED_PATTERN.fullmatch(value):
+        raise ValueError(f"{value!r} is not a dotted import path (package.module[.name])")
+    return value
+
+
+class ModelSpec(_Strict):
+    """The case's model: ``builder``, the import path of the function or class that builds
+    it, and ``arguments``, its keywords from configuration keys (keyword -> a key, or a list
+    of keys for a list of their values; a key missing from the configuration or null there
+    leaves the builder's default). Without ``arguments`` the builder is the case's own and
+    takes the configuration itself (``build_model(config, data_dir=..., ...)``), or, for a
+    detector, it is torchvision's detector class that the detection driver completes with a
+    backbone and heads (``driver.torch.detection.build_detector``). The driver adds what
+    comes from the data (``num_classes``)."""
+
+    builder: str
+    arguments: dict[str, str | list[str]] | None = None
+
+    _builder = field_validator("builder")(_dotted)
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments(cls, value: dict[str, str | list[str]] | None) -> Any:
+        for keyword, keys in (value or {}).items():
+            _key(keyword)
+            for key in [keys] if isinstance(keys, str) else keys:
+                _key(key)
+        return value
+
+    def config_keys(self) -> list[str]:
+        """Every configuration key ``arguments`` reads."""
+        keys: list[str] = []
+        for value in (self.arguments or {}).values():
+            keys += [value] if isinstance(value, str) else value
+        return keys
+
+
 class DataSpec(_Strict):
     #: A format of the data-set registry (``flagperf-ansible data list``).
     format: str
@@ -277,7 +326,11 @@ class CaseFile(_Strict):
     suite: Literal[tuple(SUITES)]
     description: str = Field(min_length=1)
     launcher: str
-    entry: str
+    #: A file of the case folder run as it is, or else:
+    entry: str | None = None
+    #: the module whose ``run(case)`` runs the case (``python -m driver.run``), and its model.
+    driver: str | None = None
+    model: ModelSpec | None = None
     timeout: Annotated[int, BeforeValidator(not_bool), Field(gt=0)]
     metrics: dict[str, Metric] = {}
     target: Target | None = None
@@ -302,6 +355,7 @@ class CaseFile(_Strict):
             raise ValueError(f"{value!r} is not a launcher ({', '.join(LAUNCHERS)})")
         return value
     _entry = field_validator("entry")(check_path)
+    _driver = field_validator("driver")(_dotted)
 
     _metric_keys = field_validator("metrics")(_keys_of)
 
@@ -341,6 +395,13 @@ class CaseFile(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "CaseFile":
+        if (self.entry is None) == (self.driver is None):
+            raise ValueError("give driver (the module that runs the case, with model) or "
+                             "entry (a file of the case folder run as it is), not both")
+        if self.model is not None and self.driver is None:
+            raise ValueError("model is built by a driver: name the driver")
+        if self.driver is not None and self.launcher == "binary":
+            raise ValueError("launcher binary runs an entry file, not a driver")
         targets = [("target", self.target)] if self.target else []
         targets += [(f"also_targets[{i}]", t) for i, t in enumerate(self.also_targets)]
         for where, target in targets:

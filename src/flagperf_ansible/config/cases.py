@@ -155,8 +155,13 @@ def load_case(project: Path, model: str, framework: str, suite: str = "training"
         raise ConfigError(f"a {spec.suite} case does not belong under "
                           f"{_shown(directory.parent.parent, project)}/", _shown(path, project),
                           "suite")
-    if not (directory / spec.entry).is_file():
+    if spec.entry is not None and not (directory / spec.entry).is_file():
         raise ConfigError(f"no file {spec.entry} in the case folder", _shown(path, project), "entry")
+    if spec.driver is not None:
+        _check_module(project, spec.driver, _shown(path, project), "driver")
+    if spec.model is not None and spec.model.builder.split(".")[0] in _benchmark_packages(project):
+        _check_module(project, spec.model.builder.rsplit(".", 1)[0], _shown(path, project),
+                      "model.builder")
     if spec.data is not None:
         from flagperf_ansible import datasets
         if spec.data.format not in datasets.names():
@@ -172,9 +177,28 @@ def load_case(project: Path, model: str, framework: str, suite: str = "training"
     return case
 
 
+def _benchmark_packages(project: Path) -> set[str]:
+    """The top-level packages under ``benchmarks/`` (``driver`` and every model folder): what
+    the launch's ``PYTHONPATH`` makes importable besides the environment's own."""
+    return {p.name for p in (project / "benchmarks").iterdir() if p.is_dir()}
+
+
+def _check_module(project: Path, module: str, shown: str, key: str) -> None:
+    """A module under ``benchmarks/`` (``driver.torch.trainer``, ``bert.pytorch.model``) must
+    be a file there: the case would otherwise fail on the host, after the deploy."""
+    base = project / "benchmarks" / Path(*module.split("."))
+    if not (base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()):
+        raise ConfigError(f"no module {module} under benchmarks/ (benchmarks/"
+                          f"{'/'.join(module.split('.'))}.py)", shown, key)
+
+
 def _check_contract_keys(case: CaseDef, shown: str) -> None:
     """case.yml keys that name configuration keys must name parameters of the case."""
     params = case.standard.params
+    for name in case.spec.model.config_keys() if case.spec.model else ():
+        if name not in params:
+            raise ConfigError(f"{name!r} is not a key of config/standard.yaml params", shown,
+                              "model.arguments")
     target, flops = case.spec.target, case.spec.mfu.flops_per_unit if case.spec.mfu else None
     if target and target.config_key not in params:
         raise ConfigError(f"{target.config_key!r} is not a key of config/standard.yaml params",

@@ -1,12 +1,17 @@
 """Launchers: how one node of a round starts its case, one class per ``launcher:`` of case.yml.
 
 Every launcher turns a round of the run plan (``flagperf_ansible.run.plan.build_plan``: ``launcher``,
-``entry``, ``nnodes``, ``nproc_per_node``, ``nodes``, ``master_addr``, ``env``, ``vendor_dir``)
-and a node's noderank into an argv (a list: no shell is involved, each value is one element)
-and the launcher's part of the environment. ``launch_argv`` and ``launch_env`` put the parts
-every launcher shares around them: the case's own arguments
-``--config <out>/config.yaml --output_dir <out> --data_dir <data>``, ``PYTHONUNBUFFERED``, the
-case's ``env``, ``FLAGPERF_VENDOR_DIR`` (where the trainer's vendor adapter hooks look:
+``case_dir``, ``entry``, ``nnodes``, ``nproc_per_node``, ``nodes``, ``master_addr``, ``env``,
+``vendor_dir``) and a node's noderank into an argv (a list: no shell is involved, each value is
+one element) and the launcher's part of the environment. ``launch_argv`` and ``launch_env`` put
+the parts every launcher shares around them: what runs (``case_script``: the driver's one entry
+``-m driver.run --case <case folder>`` for a case whose case.yml names a ``driver``, else the
+case's ``entry`` file), the case's own arguments ``--config <out>/config.yaml --output_dir
+<out> --data_dir <data>``, ``PYTHONUNBUFFERED``, ``PYTHONPATH`` (``case_path``:
+``<root>/benchmarks``, so that the driver package and every case folder import as packages and
+no case edits ``sys.path``; ``<root>/src``, where deploy ships the host package
+``flagperf_host`` whose binary readers case code uses; the vendor adapter's folder), the case's
+``env``, ``FLAGPERF_VENDOR_DIR`` (where the trainer's vendor adapter hooks look:
 ``benchmarks/driver/torch/vendor_hooks.py``) and the user's ``flagperf_env`` last.
 
 ``LAUNCHERS`` maps each name to its launcher; case.yml's ``launcher:`` must be one of its keys.
@@ -49,8 +54,14 @@ class Node:
                 "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)}
 
 
+#: The one entry of every case that names a driver: ``python -m driver.run``
+#: (benchmarks/driver/run.py).
+DRIVER_ENTRY = ["-m", "driver.run"]
+
+
 class Launcher:
-    """How a node starts its case. ``script`` is ``[<entry path>, *case arguments]``;
+    """How a node starts its case. ``script`` is what a Python interpreter runs, ``[<entry
+    path>, *case arguments]`` or ``["-m", "driver.run", *case arguments]`` (``case_script``);
     ``python`` the interpreter (the vendor image's for runtime docker, ``flagperf_python``
     for runtime none); ``output_dir`` the node's output folder, where a launcher keeps its
     own logs."""
@@ -101,11 +112,13 @@ class Python(Launcher):
 class Binary(Launcher):
     """The entry is the executable itself (a compiled micro-benchmark, a script with its own
     ``#!``), one process per node, ranks as for ``python``. It must have its exec bit (deploy
-    keeps file modes)."""
+    keeps file modes); a case run by a driver has none (case_schema refuses the pair)."""
 
     name = "binary"
 
     def argv(self, node, python, script, output_dir):
+        if script[0] == "-m":
+            raise ValueError("launcher binary runs an entry file, not a driver module")
         return list(script)
 
     def env(self, node):
@@ -130,7 +143,10 @@ class Paddle(Launcher):
             argv += ["--nnodes", str(node.nnodes), "--master",
                      f"{node.master_addr}:{node.master_port}", "--rank", str(node.noderank),
                      "--host", str(node.round["nodes"][node.noderank])]
-        return argv + script
+        # The launcher runs a training script ending in .py under its own interpreter and
+        # anything else as a command (paddle 3.3 launch/controllers/controller.py
+        # _get_entrypoint): a module entry is the interpreter's command.
+        return argv + ([python] if script[0] == "-m" else []) + script
 
 
 class TfConfig(Launcher):
@@ -201,18 +217,40 @@ def worker_endpoints(nodes: list[str], port: int) -> list[str]:
     return [f"{addr}:{port + index}" for index, addr in enumerate(map(str, nodes))]
 
 
+def case_path(round_: Mapping[str, Any], root: str) -> list[str]:
+    """The folders a case's processes import from, in order: ``<root>/benchmarks`` (the driver
+    package, the case folders as packages), ``<root>/src`` (``flagperf_host``) and the vendor's
+    ``<model>-<framework>/extern`` (modules beside its adapter:
+    ``benchmarks/driver/torch/vendor_hooks.py``)."""
+    path = [f"{root}/benchmarks", f"{root}/src"]
+    if round_.get("model") and round_.get("framework"):
+        path.append(f"{root}/{round_['vendor_dir']}/{round_['model']}-{round_['framework']}"
+                    "/extern")
+    return path
+
+
+def case_script(round_: Mapping[str, Any], root: str) -> list[str]:
+    """What the interpreter runs for the round's case: ``-m driver.run --case
+    <root>/<case_dir>`` where the round has no ``entry`` (its case.yml names a driver), else
+    ``<root>/<entry>``."""
+    if round_.get("entry"):
+        return [f"{root}/{round_['entry']}"]
+    return [*DRIVER_ENTRY, "--case", f"{root}/{round_['case_dir']}"]
+
+
 def launch_argv(round_: Mapping[str, Any], noderank: int, python: str, root: str,
                 output_dir: str, data_dir: str, master_port: int) -> list[str]:
     """The argv that starts one node of a round: its launcher's command around
-    ``<root>/<entry> --config <output_dir>/config.yaml --output_dir <output_dir> --data_dir
-    <data_dir>``. ``root``: where the checkout (``benchmarks/``, ``vendors/``) is as the
-    process sees it; ``python``: the interpreter (unused by ``binary``).
+    ``case_script(round_, root)`` and ``--config <output_dir>/config.yaml --output_dir
+    <output_dir> --data_dir <data_dir>``. ``root``: where the checkout (``benchmarks/``,
+    ``vendors/``) is as the process sees it; ``python``: the interpreter (unused by ``binary``).
 
     Raises:
-        ValueError: the round's launcher is unknown.
+        ValueError: the round's launcher is unknown, or it is ``binary`` and the case has no
+            entry file.
     """
     launcher = get_launcher(str(round_["launcher"]))
-    script = [f"{root}/{round_['entry']}", "--config", f"{output_dir}/config.yaml",
+    script = [*case_script(round_, root), "--config", f"{output_dir}/config.yaml",
               "--output_dir", output_dir, "--data_dir", data_dir]
     return launcher.argv(Node(round_, int(noderank), int(master_port)), python, script, output_dir)
 
@@ -222,6 +260,7 @@ def launch_env(round_: Mapping[str, Any], noderank: int, root: str, master_port:
     """Environment of one node's processes, every value a str, in this order (a later one
     wins): ``PYTHONUNBUFFERED=1``, the case's ``env`` (case.yml), the launcher's own
     (``Launcher.env``: ranks, ``TF_CONFIG``; a case may not rewire them),
+    ``PYTHONPATH`` (:func:`case_path`, before a ``PYTHONPATH`` the case's env gives),
     ``FLAGPERF_VENDOR_DIR=<root>/<vendor_dir>``, then ``extra`` (``flagperf_env`` and the
     vendor's container env: the user may override anything).
 
@@ -232,6 +271,7 @@ def launch_env(round_: Mapping[str, Any], noderank: int, root: str, master_port:
     env = {"PYTHONUNBUFFERED": "1"}
     env.update({str(k): str(v) for k, v in (round_.get("env") or {}).items()})
     env.update(launcher.env(Node(round_, int(noderank), int(master_port))))
+    env["PYTHONPATH"] = ":".join(filter(None, (*case_path(round_, root), env.get("PYTHONPATH"))))
     env["FLAGPERF_VENDOR_DIR"] = f"{root}/{round_['vendor_dir']}"
     env.update({str(k): str(v) for k, v in (extra or {}).items()})
     return env

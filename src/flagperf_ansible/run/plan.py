@@ -67,7 +67,7 @@ def build_plan(
         "extra"}``, its folder under ``<flagperf_workdir>/envs`` named by its content) where each
         round is ``{"key", "case_id", "round", "model", "framework", "hosts", "master_addr",
         "nodes", "suite", "nnodes", "nproc_per_node", "launcher", "python", "vendor_dir",
-        "entry", "timeout", "data_dir", "data_format", "checkpoint", "config", "overrides",
+        "case_dir", "entry", "timeout", "data_dir", "data_format", "checkpoint", "config", "overrides",
         "vendor_config", "profile",
         "contract", "env", "metric", "diagnostic", "large_artifacts", "mfu_basis",
         "datasheet_basis"}``
@@ -78,7 +78,9 @@ def build_plan(
         framework to its ``flagperf_container_images`` reference as ``name``;
         ``python``: the interpreter of the
         vendor's image for the framework; ``vendor_dir``: the vendor's folder, relative to the
-        checkout, where its adapters live; ``profile``: the hardware profile's label or None on the
+        checkout, where its adapters live; ``case_dir``: the case folder, relative to the
+        checkout; ``entry``: its file run as it is, or None where case.yml names a driver (the
+        launch runs ``python -m driver.run --case <case_dir>``); ``profile``: the hardware profile's label or None on the
         standard configuration; ``contract``: ``CaseDef.contract``); ``"hosts"`` lists
         ``{host, address, label}`` per benchmark host and ``"mask_hosts"`` says whether
         documents show ``label`` (``host<i>``) instead of names and addresses.
@@ -194,7 +196,9 @@ def build_plan(
                 "launcher": case.spec.launcher,
                 "python": vendor_def["python"].get(spec.framework, "python3"),
                 "vendor_dir": f"vendors/{parsed.flagperf_vendor}",
-                "entry": f"{case.directory.relative_to(project)}/{case.spec.entry}",
+                "case_dir": str(case.directory.relative_to(project)),
+                "entry": (f"{case.directory.relative_to(project)}/{case.spec.entry}"
+                          if case.spec.entry else None),
                 "timeout": spec.timeout or case.spec.timeout,
                 "data_dir": _host_path(parsed.flagperf_root, spec.data_dir),
                 "config": config,

@@ -10,15 +10,12 @@ precision), ``precisions`` (a subset of fp64, fp32, tf32, fp16, bf16, int8).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/ (driver)
 
-import torch  # noqa: E402
+import torch
 
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.microbench import BenchContext, CaseError, Measured, run_base_case  # noqa: E402
+from driver.dist import exit_rank
+from driver.torch.microbench import BenchContext, CaseError, Measured, run_base_case
 
 #: precision -> (FINISHED metric, dtype).
 PRECISIONS = {

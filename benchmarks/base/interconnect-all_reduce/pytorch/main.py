@@ -14,16 +14,13 @@ Configuration: ``min_bytes``, ``max_bytes``, ``factor`` (the sweep), ``warmup``,
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/ (driver)
 
-import torch  # noqa: E402
-import torch.distributed as torch_dist  # noqa: E402
+import torch
+import torch.distributed as torch_dist
 
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.microbench import BenchContext, CaseError, Measured, run_base_case  # noqa: E402
+from driver.dist import exit_rank
+from driver.torch.microbench import BenchContext, CaseError, Measured, run_base_case
 
 
 def bus_factor(world_size: int) -> float:

@@ -3,14 +3,9 @@ sweep of sizes (driver/torch/host_link.py: GB/s = iterations x bytes / time / 1e
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/ (driver)
-
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.host_link import measure_copy  # noqa: E402
-from driver.torch.microbench import run_base_case  # noqa: E402
+from driver.dist import exit_rank
+from driver.torch.host_link import measure_copy
+from driver.torch.microbench import run_base_case
 
 if __name__ == "__main__":
     exit_rank(run_base_case(__doc__.splitlines()[0], lambda ctx: measure_copy(ctx, "d2h")))

@@ -13,15 +13,12 @@ Configuration: ``size_mib`` (the float32 tensor copied, MiB), ``warmup``, ``iter
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/ (driver)
 
-import torch  # noqa: E402
+import torch
 
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.microbench import BenchContext, Measured, run_base_case  # noqa: E402
+from driver.dist import exit_rank
+from driver.torch.microbench import BenchContext, Measured, run_base_case
 
 
 def measure(ctx: BenchContext) -> Measured:

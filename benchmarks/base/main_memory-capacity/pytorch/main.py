@@ -16,16 +16,13 @@ Configuration: ``init_mib``, ``limit_gib``, ``hold_s``.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/ (driver)
 
-import torch  # noqa: E402
+import torch
 
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.microbench import BenchContext, CaseError, Measured, run_base_case  # noqa: E402
+from driver.dist import exit_rank
+from driver.torch.microbench import BenchContext, CaseError, Measured, run_base_case
 
 MIB = 2 ** 20
 

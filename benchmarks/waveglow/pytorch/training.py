@@ -24,21 +24,18 @@ FlagPerf's ``training_items_per_second``.
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
 
-import torch  # noqa: E402
+import torch
 
-from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.ljspeech import MelSpectrogram, load_audio, recipe_split  # noqa: E402
-from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
-from model import build_model, waveglow_loss  # noqa: E402
+from driver.case_io import setting
+from driver.convergence import Target
+from driver.torch.ljspeech import MelSpectrogram, load_audio, recipe_split
+from driver.torch.trainer import Trainer, TrainingCase
+
+from .model import build_model, waveglow_loss
 
 
 class AudioSegments(torch.utils.data.Dataset):
@@ -108,7 +105,8 @@ def linear_prediction_loss(train_audio: list[torch.Tensor], val_audio: list[torc
     return total / count - math.log(sigma)
 
 
-def waveglow_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
+def waveglow_case(config: Mapping[str, Any], data_dir: Path,
+                  builder=build_model) -> TrainingCase:
     """The trainer's view of the case (see the module docstring).
 
     Raises:
@@ -141,7 +139,7 @@ def waveglow_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
                                 weight_decay=float(setting(config, "weight_decay", 0.0)))
 
     return TrainingCase(
-        train_set=train_set, val_set=val_set, build_model=lambda: build_model(config),
+        train_set=train_set, val_set=val_set, build_model=lambda: builder(config),
         create_optimizer=create_optimizer, train_loss=loss,
         eval_sum_names=("loss_sum", "clips"),
         eval_sums=eval_sums,
@@ -155,10 +153,7 @@ def waveglow_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
             [val_set[i][1] for i in range(len(val_set))], sigma))
 
 
-def main() -> int:
-    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="waveglow")
-    return trainer.fit(waveglow_case(trainer.config, trainer.data_dir))
-
-
-if __name__ == "__main__":
-    exit_rank(main())
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: waveglow.pytorch.training``; ``driver.run.Case``)."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
+    return trainer.fit(waveglow_case(trainer.config, trainer.data_dir, builder=case.build_model))

@@ -3,7 +3,7 @@ bert, the MLPerf training v1.0 recipe).
 
 Data: MLPerf's hdf5 shards under data_dir (format ``mlperf_bert_hdf5``): every ``part*`` file
 of ``2048_shards_uncompressed/`` for training, of ``eval_set_uncompressed/`` for evaluation.
-Model: ``model.py`` (transformers' BertForPreTraining, bert_config.json checked, the converted
+Model: case.yml's, ``model.py`` (transformers' BertForPreTraining, bert_config.json checked, the converted
 ``init_checkpoint`` loaded). Loss: MLPerf's, masked-LM cross entropy over the masked positions
 plus next-sentence cross entropy; the prediction head runs on the ``max_predictions_per_seq``
 gathered positions only (NVIDIA's dense_seq_output). Metric: masked-LM accuracy, correct
@@ -17,84 +17,41 @@ Case keys besides the trainer's and model.py's: ``max_seq_length``, ``max_predic
 ``start_warmup_step``, ``target_mlm_accuracy``.
 """
 
-import bisect
-import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
+import torch
 
-import torch  # noqa: E402
+from driver.case_io import setting
+from driver.convergence import Target, majority_share
+from driver.torch.trainer import Trainer, TrainingCase
 
-from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target, majority_share  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
-from lamb import Lamb, bert_param_groups, poly_warmup_factor  # noqa: E402
-from model import build_model  # noqa: E402
-
-TRAIN_DIR, EVAL_DIR = "2048_shards_uncompressed", "eval_set_uncompressed"
-KEYS = ("input_ids", "segment_ids", "input_mask", "masked_lm_positions", "masked_lm_ids",
-        "next_sentence_labels")
+from .. import common
+from ..common import EVAL_DIR, TRAIN_DIR, poly_warmup_factor
+from .lamb import Lamb, bert_param_groups
 
 
 class BertShards(torch.utils.data.Dataset):
-    """The samples of every ``part*`` hdf5 file in ``folder``, in file-name order; an item is
-    a dict of int64 tensors: ``input_ids``, ``segment_ids``, ``input_mask`` [seq_len],
-    ``masked_lm_positions``, ``masked_lm_ids`` [max_predictions] (0 where unused) and
-    ``next_sentence_labels`` [] (1: B is a random span). Files are opened on first use, in
-    each process (h5py handles do not cross fork), and read one row at a time.
+    """``bert.common.BertShards`` (MLPerf's hdf5 shards, shared with the paddle case) as a
+    torch data set: an item is a dict of int64 tensors, ``input_ids``, ``segment_ids``,
+    ``input_mask`` [seq_len], ``masked_lm_positions``, ``masked_lm_ids`` [max_predictions] (0
+    where unused) and ``next_sentence_labels`` [].
 
     Raises:
-        FileNotFoundError: no ``part*`` file in ``folder``.
-        ValueError: a file's sequences are not ``seq_len`` long or its predictions not
-            ``max_predictions`` wide.
+        FileNotFoundError, ValueError: see ``bert.common.BertShards``.
     """
 
     def __init__(self, folder: Path, seq_len: int, max_predictions: int) -> None:
-        import h5py
-
-        self.files = sorted(p for p in folder.glob("*part*") if p.is_file())
-        if not self.files:
-            raise FileNotFoundError(f"{folder}: no shard files (names with 'part')")
-        self.ends, total = [], 0
-        for path in self.files:
-            with h5py.File(path, "r") as shard:
-                shapes = (shard["input_ids"].shape, shard["masked_lm_positions"].shape)
-            if shapes[0][1] != seq_len or shapes[1][1] != max_predictions:
-                raise ValueError(f"{path}: input_ids {list(shapes[0])}, masked_lm_positions "
-                                 f"{list(shapes[1])}; max_seq_length {seq_len}, "
-                                 f"max_predictions_per_seq {max_predictions} configured")
-            total += shapes[0][0]
-            self.ends.append(total)
-        self._open = {}
+        self.shards = common.BertShards(folder, seq_len, max_predictions)
 
     def __len__(self) -> int:
-        return self.ends[-1]
+        return len(self.shards)
 
     def __getitem__(self, index: int) -> dict:
-        import h5py
-
-        number = bisect.bisect_right(self.ends, index)
-        row = index - (self.ends[number - 1] if number else 0)
-        if number not in self._open:
-            self._open[number] = h5py.File(self.files[number], "r")
-        shard = self._open[number]
-        return {key: torch.as_tensor(shard[key][row]).long() for key in KEYS}
-
-    def __getstate__(self):  # DataLoader workers open their own handles
-        return {**self.__dict__, "_open": {}}
+        return {key: torch.from_numpy(value) for key, value in self.shards[index].items()}
 
     def masked_lm_labels(self) -> list[int]:
         """The labels of every used masked-LM slot (position not 0) of every file, in order."""
-        import h5py
-
-        labels = []
-        for path in self.files:
-            with h5py.File(path, "r") as shard:
-                used = shard["masked_lm_positions"][()] != 0
-                labels += shard["masked_lm_ids"][()][used].tolist()
-        return labels
+        return self.shards.masked_lm_labels().tolist()
 
 
 def collate(items: list) -> dict:
@@ -115,9 +72,9 @@ def heads(model, batch: dict) -> tuple:
 
 
 def masked_labels(batch: dict) -> torch.Tensor:
-    """``masked_lm_ids`` [batch, max_predictions] with -100 where unused (position 0 is
-    [CLS], never masked: create_pretraining_data zero-pads the positions)."""
-    return batch["masked_lm_ids"].masked_fill(batch["masked_lm_positions"] == 0, -100)
+    """``masked_lm_ids`` [batch, max_predictions] with ``IGNORE`` (-100) where unused:
+    ``bert.common.masked_labels`` on the batch's tensors."""
+    return batch["masked_lm_ids"].masked_fill(batch["masked_lm_positions"] == 0, common.IGNORE)
 
 
 def pretraining_loss(model, batch: dict) -> torch.Tensor:
@@ -125,7 +82,7 @@ def pretraining_loss(model, batch: dict) -> torch.Tensor:
     entropy over the sequences (a scalar)."""
     mlm, nsp = heads(model, batch)
     loss = torch.nn.functional.cross_entropy(mlm.flatten(0, 1).float(),
-                                             masked_labels(batch).flatten(), ignore_index=-100)
+                                             masked_labels(batch).flatten(), ignore_index=common.IGNORE)
     return loss + torch.nn.functional.cross_entropy(nsp.float(), batch["next_sentence_labels"])
 
 
@@ -133,7 +90,7 @@ def mlm_sums(model, batch: dict) -> dict:
     """Correct masked-LM predictions and masked positions in one evaluation batch."""
     mlm, _ = heads(model, batch)
     labels = masked_labels(batch)
-    used = labels != -100
+    used = labels != common.IGNORE
     return {"correct": int((mlm.argmax(-1).eq(labels) & used).sum()),
             "masked": int(used.sum())}
 
@@ -143,8 +100,9 @@ def mlm_accuracy(sums: dict) -> float:
     return sums["correct"] / sums["masked"] if sums["masked"] else 0.0
 
 
-def main() -> int:
-    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="bert")
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: bert.pytorch.training``; ``driver.run.Case``)."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
     config, data_dir = trainer.config, trainer.data_dir
     seq_len = int(config["max_seq_length"])
     max_predictions = int(config["max_predictions_per_seq"])
@@ -169,9 +127,9 @@ def main() -> int:
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: poly_warmup_factor(step, warmup, total, start))
 
-    case = TrainingCase(
+    training = TrainingCase(
         train_set=train_set, val_set=val_set,
-        build_model=lambda: build_model(config, data_dir),
+        build_model=lambda: case.build_model(config, data_dir),
         create_optimizer=create_optimizer, train_loss=pretraining_loss,
         eval_sum_names=("correct", "masked"), eval_sums=mlm_sums, eval_metric=mlm_accuracy,
         target=Target("mlm_accuracy", float(config["target_mlm_accuracy"])),
@@ -183,8 +141,4 @@ def main() -> int:
                     "num_hidden_layers": int(config["num_hidden_layers"]),
                     "vocab_size": int(config["vocab_size"]), "max_seq_length": seq_len,
                     "train_samples": len(train_set), "eval_samples": len(val_set)})
-    return trainer.fit(case)
-
-
-if __name__ == "__main__":
-    exit_rank(main())
+    return trainer.fit(training)

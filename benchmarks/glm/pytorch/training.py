@@ -18,21 +18,15 @@ Config keys besides the trainer's and ``model.build_model``'s: ``train_data``, `
 ``eval_choice_segment``, ``target_accuracy``.
 """
 
-import sys
-from pathlib import Path
+import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
+from driver.case_io import setting
+from driver.convergence import Target
+from driver.torch.optimizers import make_optimizer
+from driver.torch.trainer import Trainer, TrainingCase
 
-import torch  # noqa: E402
-
-from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.optimizers import make_optimizer  # noqa: E402
-from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
-from model import build_model, load_glm_checkpoint  # noqa: E402
-from record import RecordSet, answer_prior, collate  # noqa: E402
+from .model import load_glm_checkpoint
+from .record import RecordSet, answer_prior, collate
 
 
 def annealing_lr(step: int, *, warmup_steps: float, decay_steps: float,
@@ -58,8 +52,9 @@ def candidate_scores(model, batch, segment: int = 0) -> torch.Tensor:
     return scores * mask - 1e9 * (1.0 - mask)
 
 
-def main() -> int:
-    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="glm")
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: glm.pytorch.training``; ``driver.run.Case``)."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
     config, data_dir = trainer.config, trainer.data_dir
     length = int(config["max_seq_length"])
     train_set = RecordSet(data_dir / str(config["train_data"]), False, length)
@@ -67,7 +62,7 @@ def main() -> int:
     segment = int(setting(config, "eval_choice_segment", 0))
 
     def build():
-        model = build_model(config)
+        model = case.build_model(config)
         checkpoint = config.get("init_checkpoint")
         if checkpoint:
             unused = load_glm_checkpoint(model.model, data_dir / str(checkpoint),
@@ -109,7 +104,3 @@ def main() -> int:
         input_blind=lambda model: answer_prior(train_set, val_set),
         model_info={"train_samples": len(train_set), "eval_samples": len(val_set),
                     "max_seq_length": length}))
-
-
-if __name__ == "__main__":
-    exit_rank(main())

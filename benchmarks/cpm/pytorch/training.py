@@ -11,23 +11,16 @@ validation samples (FlagPerf: the mean of per-batch means over whole batches).
 """
 
 import math
-import sys
 from collections import Counter
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
-# The project's src/ last: the host package's protobuf reader (flagperf_host, standard library
-# only; deploy ships src/flagperf_host beside benchmarks/).
-sys.path.append(str(HERE.parents[2] / "src"))
 
-import torch  # noqa: E402
+import torch
 
-from cpm_data import load_datasets  # noqa: E402
-from driver.convergence import Target  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
-from model import build_model, embedding_average_scores, lm_loss  # noqa: E402
+from driver.convergence import Target
+from driver.torch.trainer import Trainer, TrainingCase
+
+from .cpm_data import load_datasets
+from .model import build_model, embedding_average_scores, lm_loss
 
 DECAY_STYLES = ("linear", "cosine", "exponential", "constant", "none")
 
@@ -102,7 +95,7 @@ def unigram_loss(train_counts: Counter, dataset, vocab_size: int) -> float:
     return nats / max(1, sum(counts.values()))
 
 
-def cpm_case(config, data_dir) -> TrainingCase:
+def cpm_case(config, data_dir, builder=build_model) -> TrainingCase:
     """The cpm case for ``config`` with data under ``data_dir``.
 
     Raises:
@@ -147,7 +140,7 @@ def cpm_case(config, data_dir) -> TrainingCase:
 
     return TrainingCase(
         train_set=train_set, val_set=val_set,
-        build_model=lambda: build_model(config, data_dir),
+        build_model=lambda: builder(config, data_dir),
         create_optimizer=lambda model, ctx: create_optimizer(config, model),
         train_loss=train_loss,
         eval_sum_names=("embedding_average_sum", "samples", "loss_sum", "tokens"),
@@ -164,10 +157,7 @@ def cpm_case(config, data_dir) -> TrainingCase:
         also=() if target_loss is None else (Target("loss", float(target_loss), False),))
 
 
-def main() -> int:
-    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="cpm")
-    return trainer.fit(cpm_case(trainer.config, trainer.data_dir))
-
-
-if __name__ == "__main__":
-    exit_rank(main())
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: cpm.pytorch.training``; ``driver.run.Case``)."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
+    return trainer.fit(cpm_case(trainer.config, trainer.data_dir, builder=case.build_model))

@@ -24,24 +24,20 @@ same as ``weight_decay``), ``label_smoothing``, ``zero_init_residual``, ``target
 
 import atexit
 import os
-import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
 
-import mindspore as ms  # noqa: E402
-import numpy as np  # noqa: E402
-from mindspore import amp, nn, ops  # noqa: E402
+import mindspore as ms
+import numpy as np
+from mindspore import amp, nn, ops
 
-import imagenet_folders  # noqa: E402
-import schedule  # noqa: E402
-from driver import perflog  # noqa: E402
-from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target, majority_share  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.training_loop import LoopSettings, TrainingLoop, start_case  # noqa: E402
-from model import build_model, trainable_parameters  # noqa: E402
+from driver import perflog
+from driver.case_io import setting
+from driver.convergence import Target, majority_share
+from driver.dist import exit_rank
+from driver.training_loop import LoopSettings, TrainingLoop, start_case
+
+from . import imagenet_folders, schedule
+from .model import trainable_parameters
 
 DEVICE_TARGETS = ("CPU", "GPU", "Ascend")
 MODES = {"graph": ms.GRAPH_MODE, "pynative": ms.PYNATIVE_MODE}
@@ -123,8 +119,9 @@ def make_optimizer(net: nn.Cell, config, learning_rates: list[float]) -> nn.Opti
                   nesterov=bool(setting(config, "nesterov", False)))
 
 
-def main() -> int:
-    start = start_case(__doc__.splitlines()[0])
+def train(case) -> int:
+    """One worker's round (``run``'s, on a worker)."""
+    start = start_case(case.description)
     config, rank, world = start.config, start.rank, start.world_size
     settings = LoopSettings.from_config(config)
     device = configure_device(config)
@@ -141,7 +138,7 @@ def main() -> int:
     schedule.check(config)
     learning_rates = schedule.per_update(steps_per_epoch, total_steps, config)
 
-    net = build_model(config, num_classes)
+    net = case.build_model(config, num_classes=num_classes)
     start.log.log(perflog.CONVERT_MODEL, {
         "model": "resnet50", "num_labels": num_classes, "parameters": trainable_parameters(net),
         "framework": f"mindspore {ms.__version__}", "device_target": device})
@@ -237,5 +234,8 @@ def leave(status: int) -> None:
     exit_rank(status)
 
 
-if __name__ == "__main__":
-    leave(serve_scheduler() if os.environ.get("MS_ROLE") == "MS_SCHED" else main())
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: resnet50.mindspore.training``;
+    ``driver.run.Case``): msrun starts the same command as its scheduler (``MS_ROLE``
+    ``MS_SCHED``) and as each worker; either way the process ends here (:func:`leave`)."""
+    leave(serve_scheduler() if os.environ.get("MS_ROLE") == "MS_SCHED" else train(case))

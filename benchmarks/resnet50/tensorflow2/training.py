@@ -27,11 +27,7 @@ with ``lr_boundaries`` in epochs and ``lr_multipliers``, ``cosine``, ``constant`
 import json
 import math
 import os
-import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ info lines off
 # TensorFlow turns its oneDNN kernels on by itself only on x86 CPUs with AVX-512 VNNI/BF16 or
@@ -39,16 +35,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ info line
 # 32x32 5.6 times slower (15 against 84 img/s). A value set by the user wins.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import tensorflow as tf
 
-import imagenet_records as records  # noqa: E402
-from driver import perflog  # noqa: E402
-from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target, majority_share  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.training_loop import LoopSettings, TrainingLoop, start_case  # noqa: E402
-from model import build_model, l2_penalty, parameter_count, penalised_weights  # noqa: E402
+from driver import perflog
+from driver.case_io import setting
+from driver.convergence import Target, majority_share
+from driver.training_loop import LoopSettings, TrainingLoop, start_case
+
+from . import imagenet_records as records
+from .model import l2_penalty, parameter_count, penalised_weights
 
 #: ``precision`` -> Keras' dtype policy (amp runs in bf16, as the torch cases' autocast).
 POLICIES = {"fp32": "float32", "amp": "mixed_bfloat16", "bf16": "mixed_bfloat16",
@@ -133,19 +129,21 @@ def sum_over_workers(strategy: tf.distribute.Strategy, local_replicas: int):
     return all_reduce_sum
 
 
-def main() -> int:
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: resnet50.tensorflow2.training``;
+    ``driver.run.Case``)."""
     # The clock starts here, after the framework's import, as the pytorch and paddle cases'.
-    start = start_case(__doc__.splitlines()[0])
+    start = start_case(case.description)
     config, data_dir, log = start.config, start.data_dir, start.log
     try:
-        return train(start, config, data_dir, log)
+        return train(case, start, config, data_dir, log)
     except KeyError as err:  # a key the case needs is not in the configuration
         raise SystemExit(f"{start.args.config}: config has no {err}") from None
     except (ValueError, FileNotFoundError) as err:  # bad configuration or data
         raise SystemExit(f"{start.args.config}: {err}") from None
 
 
-def train(start, config, data_dir, log) -> int:
+def train(case, start, config, data_dir, log) -> int:
     index, workers = cluster()
     if (start.rank, start.world_size) != (index, workers):
         raise ValueError(f"TF_CONFIG makes this worker {index} of {workers}, RANK/WORLD_SIZE "
@@ -203,7 +201,7 @@ def train(start, config, data_dir, log) -> int:
     smoothing = float(setting(config, "label_smoothing", 0.0))
     l2 = float(setting(config, "l2_weight_decay", 0.0))
     with strategy.scope():
-        model = build_model(config, num_classes)
+        model = case.build_model(config, num_classes=num_classes)
         log.log(perflog.CONVERT_MODEL, {"model": "resnet50", "num_labels": num_classes,
                                         "parameters": parameter_count(model),
                                         "replicas": replicas})
@@ -284,6 +282,3 @@ def train(start, config, data_dir, log) -> int:
     KEPT.extend((stream, val_batches, train_set, val_set, model, optimizer, strategy))
     return 0
 
-
-if __name__ == "__main__":
-    exit_rank(main())

@@ -44,7 +44,8 @@ from driver.case_io import setting
 from driver.convergence import Target
 from driver.torch.optimizers import make_optimizer
 from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan
-from model import build_model, feature_frames, model_config
+
+from .model import build_model, feature_frames, model_config
 
 
 class ManifestError(ValueError):
@@ -244,7 +245,8 @@ def poly_lr_factor(step: int, warmup: int, total: int, power: float = 1.0) -> fl
     return max(0.0, 1.0 - (step - warmup) / (total - warmup)) ** power
 
 
-def wav2vec2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
+def wav2vec2_case(config: Mapping[str, Any], data_dir: Path,
+                  builder=build_model) -> TrainingCase:
     """The case for the shared trainer.
 
     Raises:
@@ -287,7 +289,7 @@ def wav2vec2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
 
     hf = model_config(config)
     return TrainingCase(
-        train_set=train_set, val_set=val_set, build_model=lambda: build_model(config),
+        train_set=train_set, val_set=val_set, build_model=lambda: builder(config),
         create_optimizer=lambda model, ctx: make_optimizer(model, config),
         train_loss=train_loss, eval_sum_names=("correct", "count"), eval_sums=eval_sums,
         eval_metric=lambda s: s["correct"] / s["count"] if s["count"] else math.nan,
@@ -304,12 +306,13 @@ def wav2vec2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
         input_blind=lambda model: 1 / (hf.num_negatives + 1))
 
 
-def run_case(description: str) -> int:
-    """The entry point: the trainer from the command line, then :func:`wav2vec2_case`; a
-    manifest or configuration that cannot be read stops the rank with one line."""
-    trainer = Trainer.from_command_line(description, model="wav2vec2")
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: wav2vec2.pytorch.training``; ``driver.run.Case``):
+    the trainer from the command line, then :func:`wav2vec2_case`; a manifest or configuration
+    that cannot be read stops the rank with one line."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
     try:
-        case = wav2vec2_case(trainer.config, trainer.data_dir)
+        training = wav2vec2_case(trainer.config, trainer.data_dir, builder=case.build_model)
     except (ValueError, KeyError) as err:
         raise SystemExit(f"wav2vec2: {err}") from None
-    return trainer.fit(case)
+    return trainer.fit(training)

@@ -22,23 +22,20 @@ Throughput counts mel frames: the sum of a batch's ``mel_lengths``, padding not 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
 
-import torch  # noqa: E402
+import torch
 
-from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.ljspeech import recipe_split  # noqa: E402
-from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
-from model import build_model, model_settings, tacotron2_loss  # noqa: E402
-from textmel import TextMelDataset, anneal_scheduler, collate  # noqa: E402
-from tts_text import SYMBOLS  # noqa: E402
+from driver.case_io import setting
+from driver.convergence import Target
+from driver.torch.ljspeech import recipe_split
+from driver.torch.trainer import Trainer, TrainingCase
+
+from .model import build_model, model_settings, tacotron2_loss
+from .textmel import TextMelDataset, anneal_scheduler, collate
+from .tts_text import SYMBOLS
 
 
 def mean_spectrum_loss(train_set: TextMelDataset, val_set: TextMelDataset,
@@ -63,7 +60,8 @@ def mean_spectrum_loss(train_set: TextMelDataset, val_set: TextMelDataset,
     return sum(losses) / len(losses)
 
 
-def tacotron2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
+def tacotron2_case(config: Mapping[str, Any], data_dir: Path,
+                   builder=build_model) -> TrainingCase:
     """The trainer's view of the case (see the module docstring).
 
     Raises:
@@ -94,7 +92,7 @@ def tacotron2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
     val_set = TextMelDataset(data_dir, val_clips, config)
     return TrainingCase(
         train_set=train_set, val_set=val_set,
-        build_model=lambda: build_model(config, data_dir),
+        build_model=lambda: builder(config, data_dir),
         create_optimizer=create_optimizer,
         train_loss=forward_loss,
         eval_sum_names=("loss", "batches"),
@@ -112,10 +110,7 @@ def tacotron2_case(config: Mapping[str, Any], data_dir: Path) -> TrainingCase:
     )
 
 
-def main() -> int:
-    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="tacotron2")
-    return trainer.fit(tacotron2_case(trainer.config, trainer.data_dir))
-
-
-if __name__ == "__main__":
-    exit_rank(main())
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: tacotron2.pytorch.training``; ``driver.run.Case``)."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
+    return trainer.fit(tacotron2_case(trainer.config, trainer.data_dir, builder=case.build_model))

@@ -20,22 +20,19 @@ the loop is ``driver/torch/trainer.py``. What the case adds, after upstream's fa
   ``num_trained_tokens`` and ``p_*`` in tokens/s, as upstream's ``training_tokens_per_second``.
 """
 
-import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-import wmt  # noqa: E402
-from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.torch.optimizers import make_optimizer  # noqa: E402
-from driver.torch.trainer import Trainer, TrainingCase  # noqa: E402
-from model import build_model  # noqa: E402
+from driver.case_io import setting
+from driver.convergence import Target
+from driver.torch.optimizers import make_optimizer
+from driver.torch.trainer import Trainer, TrainingCase
+
+from . import wmt
+from .model import build_model
 
 
 def inverse_sqrt_factor(updates: int, warmup_updates: int, warmup_init_ratio: float = 0.0
@@ -56,7 +53,7 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, epsilon: flo
                            ignore_index=wmt.PAD, label_smoothing=epsilon)
 
 
-def transformer_case(config, data_dir: Path) -> TrainingCase:
+def transformer_case(config, data_dir: Path, builder=build_model) -> TrainingCase:
     """The case over ``data_dir`` (fairseq's binarized WMT14 en-de and ``test.raw.de``).
 
     Raises:
@@ -114,7 +111,7 @@ def transformer_case(config, data_dir: Path) -> TrainingCase:
             optimizer, lambda updates: inverse_sqrt_factor(updates, warmup, ratio))
 
     def build():
-        model = build_model(config, data_dir)
+        model = builder(config, data_dir)
         info["parameters"] = sum(p.numel() for p in model.parameters())
         return model
 
@@ -141,14 +138,12 @@ def transformer_case(config, data_dir: Path) -> TrainingCase:
     )
 
 
-def main() -> int:
-    trainer = Trainer.from_command_line(__doc__.splitlines()[0], model="transformer")
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: transformer.pytorch.training``; ``driver.run.Case``)."""
+    trainer = Trainer.from_command_line(case.description, model=case.name)
     if setting(trainer.config, "num_threads", None):
         # A small model on a shared CPU: one thread per process avoids OpenMP's spinning
         # threads waiting for each other (20 x slower steps on 2 busy cores here).
         torch.set_num_threads(int(trainer.config["num_threads"]))
-    return trainer.fit(transformer_case(trainer.config, trainer.data_dir))
-
-
-if __name__ == "__main__":
-    exit_rank(main())
+    return trainer.fit(transformer_case(trainer.config, trainer.data_dir,
+                                        builder=case.build_model))

@@ -23,24 +23,21 @@ Case keys besides the loop's and model.py's: ``max_seq_length``, ``max_predictio
 
 import contextlib
 import itertools
-import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # this case, then benchmarks/ (driver)
 
-import numpy as np  # noqa: E402
-import paddle  # noqa: E402
-import paddle.distributed as dist  # noqa: E402
+import numpy as np
+import paddle
+import paddle.distributed as dist
 
-from driver import perflog  # noqa: E402
-from driver.case_io import setting  # noqa: E402
-from driver.convergence import Target, majority_share  # noqa: E402
-from driver.dist import exit_rank  # noqa: E402
-from driver.training_loop import LoopSettings, TrainingLoop, start_case  # noqa: E402
-from shards import (EVAL_DIR, IGNORE, TRAIN_DIR, BertShards, batches,  # noqa: E402
-                    eval_batches, masked_labels, train_batches)
-from model import build_model, parameter_count, pretraining_loss  # noqa: E402
+from driver import perflog
+from driver.case_io import setting
+from driver.convergence import Target, majority_share
+from driver.training_loop import LoopSettings, TrainingLoop, start_case
+
+from ..common import (EVAL_DIR, IGNORE, TRAIN_DIR, BertShards, masked_labels,
+                      poly_warmup_factor)
+from .model import parameter_count, pretraining_loss
+from .shards import batches, eval_batches, train_batches
 
 #: ``precision`` -> the dtype paddle.amp.auto_cast runs in (None: none), as the torch trainer.
 AUTOCAST_DTYPES = {"fp32": None, "amp": "bfloat16", "bf16": "bfloat16", "fp16": "float16"}
@@ -48,21 +45,11 @@ AUTOCAST_DTYPES = {"fp32": None, "amp": "bfloat16", "bf16": "bfloat16", "fp16": 
 NO_DECAY = ("bias", "gamma", "beta", "LayerNorm", "norm")
 
 
-def poly_warmup_factor(step: int, warmup_steps: int, total_steps: int,
-                       start_warmup_step: int = 0) -> float:
-    """FlagPerf's LinearWarmupPolyDecayScheduler (degree 1, end 0) as a factor of the base
-    learning rate for the update after ``step`` updates: ``(step - start) / warmup`` during
-    the warmup, then ``1 - min(step / total_steps, 1)`` (the pytorch case's schedule)."""
-    since = step - start_warmup_step
-    if since < warmup_steps:
-        return max(0.0, since / warmup_steps)
-    return 1.0 - min(step / max(1, total_steps), 1.0)
-
-
-def main() -> int:
+def run(case) -> int:
+    """The case's driver (case.yml ``driver: bert.paddle.training``; ``driver.run.Case``)."""
     # The clock starts here, after the framework's import, as the pytorch case's and upstream's
     # (its e2e_time counts from __main__, paddle imported).
-    start = start_case(__doc__.splitlines()[0])
+    start = start_case(case.description)
     config, data_dir, log = start.config, start.data_dir, start.log
     settings = LoopSettings.from_config(config)
     precision = str(setting(config, "precision", "fp32"))
@@ -87,7 +74,7 @@ def main() -> int:
     train_set = BertShards(data_dir / TRAIN_DIR, seq_len, max_predictions)
     val_set = BertShards(data_dir / EVAL_DIR, seq_len, max_predictions)
 
-    model = build_model(config, data_dir)
+    model = case.build_model(config, data_dir)
     log.log(perflog.CONVERT_MODEL, {
         "model": "bert", "framework": f"paddle {paddle.__version__}",
         "parameters": parameter_count(model), "hidden_size": int(config["hidden_size"]),
@@ -220,6 +207,3 @@ def main() -> int:
         train_set.masked_lm_labels().tolist(), val_set.masked_lm_labels().tolist()))
     return 0
 
-
-if __name__ == "__main__":
-    exit_rank(main())
