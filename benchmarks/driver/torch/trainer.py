@@ -12,12 +12,14 @@ What the trainer does, per rank (launched by torchrun, or alone):
   the case's learning-rate schedule and, in fp16, a ``torch.amp.GradScaler``;
 * training (TRAIN_START..TRAIN_END): autocast to bf16 (``precision: amp`` or ``bf16``) or fp16
   (``fp16``, with the scaler); ``gradient_accumulation_steps`` micro-batches per optimizer
-  update (the loss divided by their number, DDP's gradient reduction only on the last one); a
-  STEP_END event every ``log_freq`` updates; evaluation at the end of every epoch, or every
-  ``eval_interval_samples`` trained samples (over all ranks) and once more at the end;
-* termination at the first of ``epochs``, ``max_steps`` (optimizer updates) and ``max_samples``
-  (trained samples over all ranks) that is set, or once the case's target is reached with
-  ``stop_at_target``;
+  update (the loss divided by their number unless ``divide_loss_by_accumulation`` is false,
+  DDP's gradient reduction only on the last one); a STEP_END event every ``log_freq`` updates;
+  evaluation at the end of every epoch, or every ``eval_interval_samples`` trained samples (over
+  all ranks), or every ``eval_interval_steps`` steps, and once more at the end;
+* termination at the first of ``epochs``, ``max_steps`` (steps: optimizer updates, or
+  micro-batches with ``step_unit: micro_batch``) and ``max_samples`` (trained samples over all
+  ranks, or this process's with ``max_samples_scope: process``) that is set, or once the case's
+  target is reached with ``stop_at_target``;
 * FINISHED with ``driver.finished.RoundClock``'s figures, ``converged``, ``final_<metric>``,
   ``target_<metric>``, ``epochs``, ``global_steps`` and ``world_size``; then the process group
   is left cleanly (``driver.dist.shutdown``, the DDP model deleted first);
@@ -33,7 +35,13 @@ Configuration keys it reads (the case's effective configuration): ``train_batch_
 (1), ``eval_interval_samples`` (0: every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
 ``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device),
 ``clip_grad_norm`` (none; read by the default ``backward`` hook) and ``evaluate_baselines``
-(false).
+(false); and, for recipes that count as FlagPerf's own trainers do (each case's config names
+the upstream line): ``step_unit`` (``update``; ``micro_batch``: ``max_steps`` and
+``eval_interval_steps`` count micro-batches, the optimizer stepping every
+``gradient_accumulation_steps`` of them), ``eval_interval_steps`` (0: off; not with
+``eval_interval_samples``), ``max_samples_scope`` (``world``; ``process``: ``max_samples``
+counts one process's samples) and ``divide_loss_by_accumulation`` (true; false: the
+micro-batches' gradients are summed, not averaged).
 """
 
 from __future__ import annotations
@@ -60,6 +68,10 @@ from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hook
 #: as the cases' ``precision_peak`` maps it.
 AUTOCAST_DTYPES = {"fp32": None, "amp": torch.bfloat16, "bf16": torch.bfloat16,
                    "fp16": torch.float16}
+#: What ``max_steps`` and ``eval_interval_steps`` count.
+STEP_UNITS = ("update", "micro_batch")
+#: Whose samples ``max_samples`` counts: all ranks' or one process's.
+SAMPLE_SCOPES = ("world", "process")
 
 Batch = Any  # what the case's DataLoader yields: tensors, or tuples, lists or dicts of them
 
@@ -73,6 +85,10 @@ class TrainerSettings(LoopSettings):
     gradient_accumulation_steps: int = 1
     num_workers: int = 0
     dist_backend: str | None = None
+    step_unit: str = "update"
+    eval_interval_steps: int = 0
+    max_samples_scope: str = "world"
+    divide_loss_by_accumulation: bool = True
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "TrainerSettings":
@@ -80,18 +96,32 @@ class TrainerSettings(LoopSettings):
 
         Raises:
             ValueError: a batch size is missing or not positive, no termination is set, a count
-                is negative, or ``precision`` is not one of ``AUTOCAST_DTYPES``.
+                is negative, ``precision``, ``step_unit`` or ``max_samples_scope`` is not one of
+                its values, or both evaluation intervals are set.
         """
         settings = cls(
             **dataclasses.asdict(LoopSettings.from_config(config)),
             precision=str(config.get("precision") or "fp32"),
             gradient_accumulation_steps=max(1, config_count(config, "gradient_accumulation_steps", 1)),
             num_workers=config_count(config, "num_workers", 0),
-            dist_backend=config.get("dist_backend") or None)
-        if settings.precision not in AUTOCAST_DTYPES:
-            raise ValueError(f"config precision: {settings.precision!r}, expected one of "
-                             + ", ".join(AUTOCAST_DTYPES))
+            dist_backend=config.get("dist_backend") or None,
+            step_unit=str(config.get("step_unit") or "update"),
+            eval_interval_steps=config_count(config, "eval_interval_steps", 0),
+            max_samples_scope=str(config.get("max_samples_scope") or "world"),
+            divide_loss_by_accumulation=bool(config.get("divide_loss_by_accumulation", True)))
+        for key, allowed in (("precision", AUTOCAST_DTYPES), ("step_unit", STEP_UNITS),
+                             ("max_samples_scope", SAMPLE_SCOPES)):
+            if getattr(settings, key) not in allowed:
+                raise ValueError(f"config {key}: {getattr(settings, key)!r}, expected one of "
+                                 + ", ".join(allowed))
+        if settings.eval_interval_steps and settings.eval_interval_samples:
+            raise ValueError("config: set one of eval_interval_samples, eval_interval_steps")
         return settings
+
+    @property
+    def micro_batches_per_step(self) -> int:
+        """Micro-batches one step of ``max_steps``/``eval_interval_steps`` stands for."""
+        return 1 if self.step_unit == "micro_batch" else self.gradient_accumulation_steps
 
 
 @dataclass(frozen=True)
@@ -130,6 +160,9 @@ class TrainingCase:
         train_sampler: ``(world_size, rank, seed) -> Sampler`` over ``train_set`` with
             ``set_epoch(epoch)`` (e.g. repeated augmentation), or None: a
             ``DistributedSampler`` over ranks (a random one on a single rank).
+        batch_sampler: ``(sampler, batch_size) -> Sampler`` of batches (lists of
+            ``batch_size`` indices) drawn from the sampler's order (e.g. grouped by aspect
+            ratio), or None: the sampler's order cut into whole batches.
         collate_fn: how training batches are put together (e.g. with mixup), or None: the
             DataLoader's default.
         eval_collate_fn: how validation batches are put together, or None: the DataLoader's
@@ -164,6 +197,7 @@ class TrainingCase:
     create_scheduler: Callable[[torch.optim.Optimizer, TrainingPlan], Any] | None = None
     model_info: dict[str, Any] = field(default_factory=dict)
     train_sampler: Callable[[int, int, int], torch.utils.data.Sampler] | None = None
+    batch_sampler: Callable[[torch.utils.data.Sampler, int], torch.utils.data.Sampler] | None = None
     collate_fn: Callable[[list], Batch] | None = None
     eval_collate_fn: Callable[[list], Batch] | None = None
     finished_figures: Callable[[], Mapping[str, Any]] | None = None
@@ -189,6 +223,7 @@ class Progress:
     converged: bool = False
     evaluated_at_step: int = -1
     next_eval_samples: int = 0
+    next_eval_step: int = 0
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
@@ -283,9 +318,15 @@ class Trainer:
                 seed=s.seed, drop_last=True)
         else:
             sampler = torch.utils.data.RandomSampler(case.train_set)
-        train = torch.utils.data.DataLoader(
-            case.train_set, batch_size=s.train_batch_size, sampler=sampler,
-            num_workers=s.num_workers, drop_last=True, pin_memory=pin, collate_fn=case.collate_fn)
+        if case.batch_sampler is not None:
+            train = torch.utils.data.DataLoader(
+                case.train_set, batch_sampler=case.batch_sampler(sampler, s.train_batch_size),
+                num_workers=s.num_workers, pin_memory=pin, collate_fn=case.collate_fn)
+        else:
+            train = torch.utils.data.DataLoader(
+                case.train_set, batch_size=s.train_batch_size, sampler=sampler,
+                num_workers=s.num_workers, drop_last=True, pin_memory=pin,
+                collate_fn=case.collate_fn)
         if len(train) == 0:
             raise ValueError(f"the train set ({len(case.train_set)} samples over "
                              f"{info.world_size} ranks) holds no whole batch of "
@@ -305,9 +346,12 @@ class Trainer:
         if s.epochs:
             limits.append(batches_per_epoch * s.epochs // accumulation)
         if s.max_steps:
-            limits.append(s.max_steps)
+            limits.append(s.max_steps * s.micro_batches_per_step // accumulation)
         if s.max_samples:
-            limits.append(math.ceil(s.max_samples / global_batch))
+            counted = s.train_batch_size * accumulation  # samples per update, one process's
+            if s.max_samples_scope == "world":
+                counted = global_batch
+            limits.append(math.ceil(s.max_samples / counted))
         return TrainingPlan(steps_per_epoch=batches_per_epoch / accumulation,
                             total_steps=max(1, min(limits)), global_batch_size=global_batch)
 
@@ -391,7 +435,8 @@ class Trainer:
         s, log, clock = self.settings, self.log, self.clock
         world = self.info.world_size
         accumulation = s.gradient_accumulation_steps
-        state = Progress(next_eval_samples=s.eval_interval_samples)
+        state = Progress(next_eval_samples=s.eval_interval_samples,
+                         next_eval_step=s.eval_interval_steps)
         update_loss = None
         stop = False
         log.log(perflog.TRAIN_START)
@@ -410,7 +455,7 @@ class Trainer:
                     with self._gradient_sync(model, update):
                         with self.autocast():
                             loss = case.train_loss(model, batch)
-                        if accumulation > 1:
+                        if accumulation > 1 and s.divide_loss_by_accumulation:
                             loss = loss / accumulation
                         self.hooks.backward(loss=loss, optimizer=optimizer, scaler=scaler,
                                             update=update, ctx=self.ctx)
@@ -438,11 +483,16 @@ class Trainer:
                     self._evaluate(case, model, val_loader, state)
                     state.next_eval_samples = ((state.samples * world // s.eval_interval_samples
                                                 + 1) * s.eval_interval_samples)
+                if s.eval_interval_steps and self._step_count(state) >= state.next_eval_step:
+                    self._evaluate(case, model, val_loader, state)
+                    state.next_eval_step = ((self._step_count(state) // s.eval_interval_steps
+                                             + 1) * s.eval_interval_steps)
                 if self._limit_reached(state) or (s.stop_at_target and state.converged):
                     stop = True
                     break
             stop = stop or bool(s.epochs and state.epoch >= s.epochs)
-            if not s.eval_interval_samples or (stop and state.evaluated_at_step != state.steps):
+            per_epoch = not (s.eval_interval_samples or s.eval_interval_steps)
+            if per_epoch or (stop and state.evaluated_at_step != state.steps):
                 self._evaluate(case, model, val_loader, state)
             log.log(perflog.EPOCH_END, {"epoch": state.epoch})
             stop = stop or (s.stop_at_target and state.converged)
@@ -450,10 +500,15 @@ class Trainer:
         log.log(perflog.TRAIN_END)
         return state
 
+    def _step_count(self, state: Progress) -> int:
+        """Steps as ``max_steps`` and ``eval_interval_steps`` count them (``step_unit``)."""
+        return state.micro_batches if self.settings.step_unit == "micro_batch" else state.steps
+
     def _limit_reached(self, state: Progress) -> bool:
         s = self.settings
-        return bool((s.max_steps and state.steps >= s.max_steps)
-                    or (s.max_samples and state.samples * self.info.world_size >= s.max_samples))
+        samples = state.samples * (self.info.world_size if s.max_samples_scope == "world" else 1)
+        return bool((s.max_steps and self._step_count(state) >= s.max_steps)
+                    or (s.max_samples and samples >= s.max_samples))
 
     @staticmethod
     def _gradient_sync(model: torch.nn.Module, update: bool) -> contextlib.AbstractContextManager:
