@@ -269,17 +269,24 @@ def test_micro_batch_steps_count_max_steps_and_the_eval_cadence_in_micro_batches
 def test_the_sample_cap_counts_every_rank_or_one_process():
     """``max_samples_scope: process`` (FlagPerf's bert counts train_batch_size x steps of one
     process): on 2 ranks 40 samples are reached after 40 of the process's, not 20."""
-    world = Trainer({"train_batch_size": 8, "eval_batch_size": 8, "max_samples": 40},
-                    model="tiny", log=PerfLogger(stream=io.StringIO()))
-    process = Trainer({"train_batch_size": 8, "eval_batch_size": 8, "max_samples": 40,
-                       "max_samples_scope": "process"}, model="tiny",
-                      log=PerfLogger(stream=io.StringIO()))
-    for trainer in (world, process):
+    from driver.finished import RoundClock
+    from driver.training_loop import CaseStart, LoopSettings, TrainingLoop
+
+    base = {"train_batch_size": 8, "eval_batch_size": 8, "max_samples": 40}
+    start = CaseStart(args=None, config={}, rank=0, world_size=2,
+                      log=PerfLogger(stream=io.StringIO()), clock=RoundClock())
+    world, process = (TrainingLoop(LoopSettings.from_config(config), Target("acc", 1.0), start,
+                                   all_reduce_sum=lambda values: values)
+                      for config in (base, {**base, "max_samples_scope": "process"}))
+    assert world.limit_reached(Progress(samples=24))
+    assert not process.limit_reached(Progress(samples=24))
+    assert process.limit_reached(Progress(samples=40))
+    plans = []
+    for config in (base, {**base, "max_samples_scope": "process"}):
+        trainer = Trainer(config, model="tiny", log=PerfLogger(stream=io.StringIO()))
         trainer.info = dataclasses.replace(trainer.info, world_size=2)
-    assert world._limit_reached(Progress(samples=24))
-    assert not process._limit_reached(Progress(samples=24))
-    assert process._limit_reached(Progress(samples=40))
-    assert (world._plan(100).total_steps, process._plan(100).total_steps) == (3, 5)
+        plans.append(trainer._plan(100).total_steps)
+    assert plans == [3, 5]
 
 
 def test_undivided_accumulation_sums_the_micro_batch_gradients():

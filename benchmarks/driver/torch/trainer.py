@@ -1,5 +1,6 @@
-"""One training loop for the PyTorch training cases: a case gives its model, data and maths
-(:class:`TrainingCase`); the trainer does the rest, the same way for every case.
+"""The PyTorch training cases on the one training loop (``driver.training_loop``): a case gives
+its model, data and maths (:class:`TrainingCase`); the trainer gives the loop its micro-batches
+and does the rest, the same way for every case.
 
 What the trainer does, per rank (launched by torchrun, or alone):
 
@@ -58,20 +59,18 @@ import torch
 
 from driver import dist, perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
-from driver.convergence import EVALUATE_BASELINES, Target, all_reached, as_figures, \
-    baseline_figures
+from driver.convergence import EVALUATE_BASELINES, Target, as_figures, baseline_figures
 from driver.finished import RoundClock
-from driver.training_loop import LoopSettings, config_count, log_untrained
+from driver.training_loop import CaseStart, LoopSettings, Progress, TrainingLoop, config_count
 from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hooks
+
+__all__ = ["AUTOCAST_DTYPES", "Progress", "Trainer", "TrainerSettings", "TrainingCase",
+           "TrainingPlan", "batch_samples", "to_device"]
 
 #: ``precision`` values and the dtype autocast runs in (None: no autocast). ``amp`` is bf16,
 #: as the cases' ``precision_peak`` maps it.
 AUTOCAST_DTYPES = {"fp32": None, "amp": torch.bfloat16, "bf16": torch.bfloat16,
                    "fp16": torch.float16}
-#: What ``max_steps`` and ``eval_interval_steps`` count.
-STEP_UNITS = ("update", "micro_batch")
-#: Whose samples ``max_samples`` counts: all ranks' or one process's.
-SAMPLE_SCOPES = ("world", "process")
 
 Batch = Any  # what the case's DataLoader yields: tensors, or tuples, lists or dicts of them
 
@@ -82,12 +81,8 @@ class TrainerSettings(LoopSettings):
     settings every framework shares (``driver.training_loop.LoopSettings``) and PyTorch's own."""
 
     precision: str = "fp32"
-    gradient_accumulation_steps: int = 1
     num_workers: int = 0
     dist_backend: str | None = None
-    step_unit: str = "update"
-    eval_interval_steps: int = 0
-    max_samples_scope: str = "world"
     divide_loss_by_accumulation: bool = True
 
     @classmethod
@@ -95,33 +90,19 @@ class TrainerSettings(LoopSettings):
         """Read the settings from ``config``; other keys are the case's and left alone.
 
         Raises:
-            ValueError: a batch size is missing or not positive, no termination is set, a count
-                is negative, ``precision``, ``step_unit`` or ``max_samples_scope`` is not one of
-                its values, or both evaluation intervals are set.
+            ValueError: see :meth:`LoopSettings.from_config`; or ``precision`` is not one of
+                ``AUTOCAST_DTYPES``.
         """
         settings = cls(
             **dataclasses.asdict(LoopSettings.from_config(config)),
             precision=str(config.get("precision") or "fp32"),
-            gradient_accumulation_steps=max(1, config_count(config, "gradient_accumulation_steps", 1)),
             num_workers=config_count(config, "num_workers", 0),
             dist_backend=config.get("dist_backend") or None,
-            step_unit=str(config.get("step_unit") or "update"),
-            eval_interval_steps=config_count(config, "eval_interval_steps", 0),
-            max_samples_scope=str(config.get("max_samples_scope") or "world"),
             divide_loss_by_accumulation=bool(config.get("divide_loss_by_accumulation", True)))
-        for key, allowed in (("precision", AUTOCAST_DTYPES), ("step_unit", STEP_UNITS),
-                             ("max_samples_scope", SAMPLE_SCOPES)):
-            if getattr(settings, key) not in allowed:
-                raise ValueError(f"config {key}: {getattr(settings, key)!r}, expected one of "
-                                 + ", ".join(allowed))
-        if settings.eval_interval_steps and settings.eval_interval_samples:
-            raise ValueError("config: set one of eval_interval_samples, eval_interval_steps")
+        if settings.precision not in AUTOCAST_DTYPES:
+            raise ValueError(f"config precision: {settings.precision!r}, expected one of "
+                             + ", ".join(AUTOCAST_DTYPES))
         return settings
-
-    @property
-    def micro_batches_per_step(self) -> int:
-        """Micro-batches one step of ``max_steps``/``eval_interval_steps`` stands for."""
-        return 1 if self.step_unit == "micro_batch" else self.gradient_accumulation_steps
 
 
 @dataclass(frozen=True)
@@ -204,26 +185,6 @@ class TrainingCase:
     units: tuple[str, Callable[[Batch], int]] | None = None
     input_blind: Callable[[torch.nn.Module], float | Mapping[str, float]] | None = None
     also: tuple[Target, ...] = ()
-
-
-@dataclass
-class Progress:
-    """Where training stands (samples are this rank's; ``metric`` the target's in the last
-    evaluation, ``figures`` all of that evaluation's)."""
-
-    epoch: int = 0
-    steps: int = 0
-    micro_batches: int = 0
-    samples: int = 0
-    pending_samples: int = 0
-    units: int = 0
-    pending_units: int = 0
-    metric: float | None = None
-    figures: dict[str, float] = field(default_factory=dict)
-    converged: bool = False
-    evaluated_at_step: int = -1
-    next_eval_samples: int = 0
-    next_eval_step: int = 0
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
@@ -398,13 +359,9 @@ class Trainer:
                   if self.settings.precision == "fp16" else None)
         self.clock.mark_init_end()
         self.log.log(perflog.INIT_END)
-        untrained = {}
-        if self.settings.evaluate_baselines:
-            untrained = self._score(case, model, val_loader)
-            log_untrained(self.log, case.target, untrained)
-
         progress = self._train(case, model, optimizer, scheduler, scaler, train_loader, sampler,
                                val_loader)
+        untrained = progress.untrained or {}
         num_trained_samples, num_trained_units = dist.all_reduce_sum(
             [progress.samples, progress.units], self.info)
         units = (case.units[0], int(num_trained_units)) if case.units else None
@@ -432,83 +389,39 @@ class Trainer:
 
     def _train(self, case, model, optimizer, scheduler, scaler, loader, sampler,
                val_loader) -> Progress:
-        s, log, clock = self.settings, self.log, self.clock
-        world = self.info.world_size
+        """The loop (``driver.training_loop``) over the case's micro-batches: forward under
+        autocast, the loss divided by the accumulation unless configured not to, the vendor's
+        backward (the optimizer stepping on the last micro-batch of an update, DDP reducing
+        only then), the schedule stepped after each update."""
+        s, world = self.settings, self.info.world_size
         accumulation = s.gradient_accumulation_steps
-        state = Progress(next_eval_samples=s.eval_interval_samples,
-                         next_eval_step=s.eval_interval_steps)
-        update_loss = None
-        stop = False
-        log.log(perflog.TRAIN_START)
-        clock.mark_train_start()
-        model.train()
-        while not stop:
-            state.epoch += 1
+        start = CaseStart(args=None, config=dict(self.config), rank=self.info.rank,
+                          world_size=world, log=self.log, clock=self.clock)
+        loop = TrainingLoop(s, case.target, start, also=case.also,
+                            all_reduce_sum=lambda values: dist.all_reduce_sum(values, self.info))
+
+        def epoch_batches(epoch: int):
             if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(state.epoch - 1)
-            log.log(perflog.EPOCH_BEGIN, {"epoch": state.epoch})
-            for batch in loader:
-                batch = to_device(batch, self.device)
-                state.micro_batches += 1
-                update = state.micro_batches % accumulation == 0
-                with clock.compute():
-                    with self._gradient_sync(model, update):
-                        with self.autocast():
-                            loss = case.train_loss(model, batch)
-                        if accumulation > 1 and s.divide_loss_by_accumulation:
-                            loss = loss / accumulation
-                        self.hooks.backward(loss=loss, optimizer=optimizer, scaler=scaler,
-                                            update=update, ctx=self.ctx)
-                state.pending_samples += batch_samples(batch)
-                if case.units:
-                    state.pending_units += int(case.units[1](batch))
-                loss = loss.detach()
-                update_loss = loss if update_loss is None else update_loss + loss
-                if not update:
-                    continue
-                state.steps += 1
-                state.samples += state.pending_samples
-                state.units += state.pending_units
-                state.pending_samples = state.pending_units = 0
-                if scheduler is not None:
-                    scheduler.step()
-                if state.steps % s.log_freq == 0:
-                    log.log(perflog.STEP_END, {
-                        "epoch": state.epoch, "global_steps": state.steps,
-                        "loss": float(update_loss),
-                        "learning_rate": optimizer.param_groups[0]["lr"],
-                        "num_trained_samples": state.samples * world})
-                update_loss = None
-                if s.eval_interval_samples and state.samples * world >= state.next_eval_samples:
-                    self._evaluate(case, model, val_loader, state)
-                    state.next_eval_samples = ((state.samples * world // s.eval_interval_samples
-                                                + 1) * s.eval_interval_samples)
-                if s.eval_interval_steps and self._step_count(state) >= state.next_eval_step:
-                    self._evaluate(case, model, val_loader, state)
-                    state.next_eval_step = ((self._step_count(state) // s.eval_interval_steps
-                                             + 1) * s.eval_interval_steps)
-                if self._limit_reached(state) or (s.stop_at_target and state.converged):
-                    stop = True
-                    break
-            stop = stop or bool(s.epochs and state.epoch >= s.epochs)
-            per_epoch = not (s.eval_interval_samples or s.eval_interval_steps)
-            if per_epoch or (stop and state.evaluated_at_step != state.steps):
-                self._evaluate(case, model, val_loader, state)
-            log.log(perflog.EPOCH_END, {"epoch": state.epoch})
-            stop = stop or (s.stop_at_target and state.converged)
-        clock.mark_train_end()
-        log.log(perflog.TRAIN_END)
-        return state
+                sampler.set_epoch(epoch - 1)
+            return (to_device(batch, self.device) for batch in loader)
 
-    def _step_count(self, state: Progress) -> int:
-        """Steps as ``max_steps`` and ``eval_interval_steps`` count them (``step_unit``)."""
-        return state.micro_batches if self.settings.step_unit == "micro_batch" else state.steps
+        def train_micro_batch(batch, update: bool) -> torch.Tensor:
+            with self._gradient_sync(model, update):
+                with self.autocast():
+                    loss = case.train_loss(model, batch)
+                if accumulation > 1 and s.divide_loss_by_accumulation:
+                    loss = loss / accumulation
+                self.hooks.backward(loss=loss, optimizer=optimizer, scaler=scaler,
+                                    update=update, ctx=self.ctx)
+            return loss.detach()
 
-    def _limit_reached(self, state: Progress) -> bool:
-        s = self.settings
-        samples = state.samples * (self.info.world_size if s.max_samples_scope == "world" else 1)
-        return bool((s.max_steps and self._step_count(state) >= s.max_steps)
-                    or (s.max_samples and samples >= s.max_samples))
+        model.train()
+        return loop.run(
+            epoch_batches=epoch_batches, train_micro_batch=train_micro_batch,
+            batch_samples=batch_samples, batch_units=case.units[1] if case.units else None,
+            on_update=scheduler.step if scheduler is not None else None,
+            learning_rate=lambda: optimizer.param_groups[0]["lr"],
+            evaluate=lambda: self._score(case, model, val_loader))
 
     @staticmethod
     def _gradient_sync(model: torch.nn.Module, update: bool) -> contextlib.AbstractContextManager:
@@ -530,16 +443,3 @@ class Trainer:
         totals = dist.all_reduce_sum(list(sums.values()), self.info)
         model.train()
         return as_figures(case.target, case.eval_metric(dict(zip(sums, totals))))
-
-    def _evaluate(self, case: TrainingCase, model, loader, state: Progress) -> None:
-        """Score the model (``_score``) and record its figures (EVALUATE); charged to
-        evaluation time."""
-        with self.clock.evaluation():
-            figures = self._score(case, model, loader)
-        state.figures = figures
-        state.metric = figures[case.target.metric]
-        state.converged = all_reached((case.target, *case.also), figures)
-        state.evaluated_at_step = state.steps
-        self.log.log(perflog.EVALUATE, {"epoch": state.epoch, "global_steps": state.steps,
-                                        **figures})
-
