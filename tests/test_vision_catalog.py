@@ -176,6 +176,7 @@ def test_cosine_schedule_warms_up_then_ends_at_lr_min():
     assert steps == sorted(steps, reverse=True)
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
 def test_vit_schedule_moves_once_per_epoch_as_flagperfs_epoch_stepped_scheduler():
     """vit's lr_schedule_step: epoch holds each epoch at the rate torch's SequentialLR of
     LinearLR (30 epochs from 0.033 x lr) and CosineAnnealingLR (T_max 270) gives when stepped
