@@ -181,7 +181,8 @@ class GroupedBatchSampler(torch.utils.data.Sampler):
     joins its group's buffer, a full buffer is a batch; when the sampler is exhausted, the
     fullest buffers are completed with earlier indices of their group (repeated as needed)
     until there are ``len(sampler) // batch_size`` batches, so an epoch has a fixed length.
-    Images of one shape batch with less padding (the detector pads to the largest).
+    Images of one aspect-ratio group batch with less padding (the detector pads each batch to
+    its largest image).
 
     Args:
         sampler: the per-index order (random, distributed, ...); its ``set_epoch`` is the
