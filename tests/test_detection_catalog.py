@@ -129,4 +129,34 @@ def test_collate_keeps_images_of_different_sizes_and_counts_the_batch(coins):
     width = images[0].shape[-1]
     assert torch.equal(targets[0]["boxes"][:, 0], width - plain[0][2]["boxes"][:, 2])
 
+
+def test_aspect_ratio_groups_bin_as_torchvisions_references():
+    # k 3: edges 2 ** linspace(-1, 1, 7), i.e. 0.5, 0.63, 0.79, 1, 1.26, 1.59, 2.
+    ratios = [640 / 480, 480 / 640, 1.0, 0.4, 2.5, 1.2]
+    assert detection.aspect_ratio_groups(ratios, 3) == [5, 2, 4, 0, 7, 4]
+    assert detection.aspect_ratio_groups(ratios, 0) == [1, 0, 1, 0, 1, 1]
+
+
+def test_grouped_batches_hold_one_group_and_complete_the_fullest_buffers_last():
+    """Indices 0..6 in order, groups 0 1 0 1 1 0 2, batches of 2: [0, 2] and [1, 3] as they
+    fill, then one more (7 // 2 = 3): the fullest buffer, [5], completed with its group's first
+    index; 4 and 6 are left for another epoch."""
+    sampler = torch.utils.data.SequentialSampler(range(7))
+    grouped = detection.GroupedBatchSampler(sampler, [0, 1, 0, 1, 1, 0, 2], 2)
+    assert list(grouped) == [[0, 2], [1, 3], [5, 0]] and len(grouped) == 3
+
+
+def test_the_detection_cases_batch_by_aspect_ratio_as_flagperf(coins):
+    """The standard recipes group by aspect ratio (FlagPerf's aspect_ratio_group_factor 3); the
+    coins' training images share one shape, so their batches are the sampler's order, as
+    without grouping."""
+    for model in ("faster_rcnn", "mask_rcnn", "retinanet"):
+        assert case_config(model)["aspect_ratio_group_factor"] == 3, model
+    config = {**case_config("faster_rcnn", "cpu"), "train_batch_size": 2}
+    case = detection.detection_case(config, coins, lambda: None, metric="mAP",
+                                    config_key="target_mAP")
+    sampler = torch.utils.data.SequentialSampler(case.train_set)
+    batches = list(case.batch_sampler(sampler, 2))
+    assert batches == [[i, i + 1] for i in range(0, len(case.train_set) - 1, 2)]
+
 # One real round of each cpu profile: tests/test_local_run.py (the catalog's one local run).

@@ -2,6 +2,7 @@
 and real tensors: termination, evaluation, convergence both ways, gradient accumulation, the
 fp16 grad scaler, vendor hooks, two ranks over gloo; and the driver's core importing no torch."""
 
+import dataclasses
 import io
 import os
 import subprocess
@@ -15,7 +16,7 @@ import torch
 from case_model import torch_finished_keys
 from driver.convergence import Target
 from driver.perflog import PerfLogger
-from driver.torch.trainer import Trainer, TrainerSettings, TrainingCase
+from driver.torch.trainer import Progress, Trainer, TrainerSettings, TrainingCase
 from flagperf_ansible.results.perflog import parse_lines
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -250,6 +251,72 @@ def test_gradient_accumulation_counts_updates_and_matches_the_larger_batch():
     assert not torch.equal(whole.models[0].weight.cpu(), initial_weights())
 
 
+def test_micro_batch_steps_count_max_steps_and_the_eval_cadence_in_micro_batches():
+    """``step_unit: micro_batch`` (FlagPerf's bert): 8 micro-batches of 4 with 2 per update are
+    4 updates; ``eval_interval_steps`` 4 evaluates after micro-batches 4 and 8 (updates 2, 4)."""
+    events = train({"max_steps": 8, "train_batch_size": 4, "gradient_accumulation_steps": 2,
+                    "step_unit": "micro_batch", "eval_interval_steps": 4}, Regression().case)
+    done = finished(events)
+    assert (done["global_steps"], done["num_trained_samples"]) == (4, 32)
+    assert [v["global_steps"] for v in values(events, "EVALUATE")] == [2, 4]
+    # In updates (the default), the same keys mean 8 updates and an evaluation every 4.
+    events = train({"max_steps": 8, "train_batch_size": 4, "gradient_accumulation_steps": 2,
+                    "eval_interval_steps": 4}, Regression().case)
+    assert finished(events)["global_steps"] == 8
+    assert [v["global_steps"] for v in values(events, "EVALUATE")] == [4, 8]
+
+
+def test_the_sample_cap_counts_every_rank_or_one_process():
+    """``max_samples_scope: process`` (FlagPerf's bert counts train_batch_size x steps of one
+    process): on 2 ranks 40 samples are reached after 40 of the process's, not 20."""
+    from driver.finished import RoundClock
+    from driver.training_loop import CaseStart, LoopSettings, TrainingLoop
+
+    base = {"train_batch_size": 8, "eval_batch_size": 8, "max_samples": 40}
+    start = CaseStart(args=None, config={}, rank=0, world_size=2,
+                      log=PerfLogger(stream=io.StringIO()), clock=RoundClock())
+    world, process = (TrainingLoop(LoopSettings.from_config(config), Target("acc", 1.0), start,
+                                   all_reduce_sum=lambda values: values)
+                      for config in (base, {**base, "max_samples_scope": "process"}))
+    assert world.limit_reached(Progress(samples=24))
+    assert not process.limit_reached(Progress(samples=24))
+    assert process.limit_reached(Progress(samples=40))
+    plans = []
+    for config in (base, {**base, "max_samples_scope": "process"}):
+        trainer = Trainer(config, model="tiny", log=PerfLogger(stream=io.StringIO()))
+        trainer.info = dataclasses.replace(trainer.info, world_size=2)
+        plans.append(trainer._plan(100).total_steps)
+    assert plans == [3, 5]
+
+
+def test_undivided_accumulation_sums_the_micro_batch_gradients():
+    """``divide_loss_by_accumulation: false`` (FlagPerf's vit and bert): 2 micro-batches of 4
+    give twice the gradient of one batch of 8, so plain SGD at half the learning rate ends
+    where the whole batch does."""
+    summed, whole = Regression(lr=0.05), Regression(lr=0.1)
+    train({"epochs": 2, "train_batch_size": 4, "gradient_accumulation_steps": 2,
+           "divide_loss_by_accumulation": False}, summed.case)
+    train({"epochs": 2, "train_batch_size": 8}, whole.case)
+    for a, b in zip(summed.models[0].parameters(), whole.models[0].parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_batch_sampler_makes_the_training_batches():
+    """``TrainingCase.batch_sampler`` (detection's aspect-ratio groups) receives the sampler
+    and the batch size, and its batches are what the model trains on."""
+    seen = []
+
+    def batch_sampler(sampler, batch_size):
+        seen.append(batch_size)
+        return torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(range(16)),
+                                             batch_size, drop_last=True)
+
+    case = Regression().case
+    case.batch_sampler = batch_sampler
+    done = finished(train({"epochs": 1}, case))
+    assert seen == [8] and (done["global_steps"], done["num_trained_samples"]) == (2, 16)
+
+
 def fp16_autocast_runs_on_cpu() -> bool:
     try:
         with torch.autocast("cpu", dtype=torch.float16):
@@ -327,6 +394,12 @@ def test_settings_refuse_a_run_without_an_end_or_with_an_unknown_precision():
     with pytest.raises(ValueError, match="config precision: 'fp8'"):
         TrainerSettings.from_config({"train_batch_size": 8, "eval_batch_size": 8, "epochs": 1,
                                      "precision": "fp8"})
+    with pytest.raises(ValueError, match="config step_unit: 'epoch'"):
+        TrainerSettings.from_config({"train_batch_size": 8, "eval_batch_size": 8, "epochs": 1,
+                                     "step_unit": "epoch"})
+    with pytest.raises(ValueError, match="set one of eval_interval_samples, eval_interval_steps"):
+        TrainerSettings.from_config({"train_batch_size": 8, "eval_batch_size": 8, "epochs": 1,
+                                     "eval_interval_samples": 16, "eval_interval_steps": 2})
 
 
 def test_convergence_target_in_both_directions():

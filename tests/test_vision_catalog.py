@@ -176,6 +176,27 @@ def test_cosine_schedule_warms_up_then_ends_at_lr_min():
     assert steps == sorted(steps, reverse=True)
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
+def test_vit_schedule_moves_once_per_epoch_as_flagperfs_epoch_stepped_scheduler():
+    """vit's lr_schedule_step: epoch holds each epoch at the rate torch's SequentialLR of
+    LinearLR (30 epochs from 0.033 x lr) and CosineAnnealingLR (T_max 270) gives when stepped
+    once per epoch, as FlagPerf's vit trainer steps it."""
+    config = standard_params("vit")
+    assert config["lr_schedule_step"] == "epoch"
+    plan = TrainingPlan(steps_per_epoch=10, total_steps=3000, global_batch_size=4096)
+    optimizer = torch.optim.AdamW(torch.nn.Linear(2, 1).parameters(), lr=1.0)
+    warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.033, total_iters=30)
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=270, eta_min=0.0)
+    upstream = torch.optim.lr_scheduler.SequentialLR(optimizer, [warmup, cosine],
+                                                     milestones=[30])
+    for epoch in range(300):
+        expected = optimizer.param_groups[0]["lr"]
+        for step in range(epoch * 10, epoch * 10 + 10):
+            assert classification.lr_factor(step, plan, config) == pytest.approx(
+                expected, abs=1e-9), (epoch, step)
+        upstream.step()
+
+
 def test_lr_scale_batch_scales_linearly_with_the_global_batch():
     """Swin's base_lr x global batch / 512: the whole schedule, lr_min and warmup included."""
     config = swin_config()
@@ -195,6 +216,7 @@ def test_lr_scale_batch_scales_linearly_with_the_global_batch():
 @pytest.mark.parametrize("changes, key", [
     ({"lr_scheduler": "exponential"}, "lr_scheduler"),
     ({"lr_warmup_epochs": 1, "lr_warmup_method": "cubic"}, "lr_warmup_method"),
+    ({"lr_schedule_step": "batch"}, "lr_schedule_step"),
 ])
 def test_an_unknown_schedule_is_refused(changes, key):
     config = {"learning_rate": 0.1, **changes}

@@ -1,9 +1,9 @@
-"""The training loop of a case on any framework: the PerfLog events, phase times, termination
-and convergence check that make every framework's figures the same figures.
+"""The training loop of every case on any framework: the PerfLog events, phase times, counting,
+termination and convergence check that make every framework's figures the same figures.
 
 A case written for TensorFlow, PaddlePaddle or MindSpore (no torch in its environment) gives
-the loop its framework's work as plain callables; the loop does the rest exactly as the
-PyTorch trainer (``driver/torch/trainer.py``) does it, so FINISHED carries the same keys
+the loop its framework's work as plain callables; the PyTorch trainer (``driver/torch/
+trainer.py``) gives it its micro-batches the same way, so FINISHED carries the same keys
 (``driver.finished.RoundClock``) and summary, statistics and compare treat every framework
 alike::
 
@@ -22,22 +22,34 @@ each evaluation, EPOCH_END; TRAIN_END and FINISHED.
 Configuration keys (the case's effective configuration): ``train_batch_size`` and
 ``eval_batch_size`` (per process), at least one of ``epochs``/``max_steps``/``max_samples``
 (0 or absent: no limit; samples over all ranks), and optionally ``eval_interval_samples``
-(0: evaluate at the end of every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
-``seed`` (0) and ``evaluate_baselines`` (false: see ``driver.convergence``; then an EVALUATE of
-the model as built, ``"untrained": true`` at step 0, comes between INIT_END and TRAIN_START).
+(0: evaluate at the end of every epoch), ``eval_interval_steps`` (0: off; not with
+``eval_interval_samples``), ``stop_at_target`` (true), ``log_freq`` (50), ``seed`` (0),
+``evaluate_baselines`` (false: see ``driver.convergence``; then an EVALUATE of the model as
+built, ``"untrained": true`` at step 0, comes between INIT_END and TRAIN_START), and for a case
+that trains in micro-batches (``run(train_micro_batch=...)``): ``gradient_accumulation_steps``
+(1: micro-batches per optimizer update), ``step_unit`` (``update``; ``micro_batch``:
+``max_steps`` and ``eval_interval_steps`` count micro-batches, as FlagPerf's bert trainer
+does) and ``max_samples_scope`` (``world``; ``process``: ``max_samples`` counts one process's
+samples, as FlagPerf's bert does).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from driver import perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
-from driver.convergence import EVALUATE_BASELINES, Target, as_figures, baseline_figures
+from driver.convergence import EVALUATE_BASELINES, Target, all_reached, as_figures, \
+    baseline_figures
 from driver.finished import RoundClock
+
+#: What ``max_steps`` and ``eval_interval_steps`` count.
+STEP_UNITS = ("update", "micro_batch")
+#: Whose samples ``max_samples`` counts: all ranks' or one process's.
+SAMPLE_SCOPES = ("world", "process")
 
 #: Where each launcher puts a process's rank and the number of processes, in the order looked
 #: up: torchrun and the one-process-per-node launchers (``RANK``, ``WORLD_SIZE``),
@@ -92,14 +104,20 @@ class LoopSettings:
     log_freq: int = 50
     seed: int = 0
     evaluate_baselines: bool = False
+    gradient_accumulation_steps: int = 1
+    step_unit: str = "update"
+    eval_interval_steps: int = 0
+    max_samples_scope: str = "world"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "LoopSettings":
         """Read the settings from ``config``; other keys are the case's and left alone.
 
         Raises:
-            ValueError: a batch size is missing or not positive, no termination is set, or a
-                count is negative (the message names the key).
+            ValueError: a batch size is missing or not positive, no termination is set, a
+                count is negative (the message names the key), ``step_unit`` or
+                ``max_samples_scope`` is not one of its values, or both evaluation intervals
+                are set.
         """
         def count(key: str, default: int) -> int:
             return config_count(config, key, default)
@@ -115,10 +133,25 @@ class LoopSettings:
             eval_interval_samples=count("eval_interval_samples", 0),
             stop_at_target=bool(config.get("stop_at_target", True)),
             log_freq=max(1, count("log_freq", 50)), seed=int(config.get("seed") or 0),
-            evaluate_baselines=bool(config.get(EVALUATE_BASELINES, False)))
+            evaluate_baselines=bool(config.get(EVALUATE_BASELINES, False)),
+            gradient_accumulation_steps=max(1, count("gradient_accumulation_steps", 1)),
+            step_unit=str(config.get("step_unit") or "update"),
+            eval_interval_steps=count("eval_interval_steps", 0),
+            max_samples_scope=str(config.get("max_samples_scope") or "world"))
         if not (settings.epochs or settings.max_steps or settings.max_samples):
             raise ValueError("config: set at least one of epochs, max_steps, max_samples")
+        for key, allowed in (("step_unit", STEP_UNITS), ("max_samples_scope", SAMPLE_SCOPES)):
+            if getattr(settings, key) not in allowed:
+                raise ValueError(f"config {key}: {getattr(settings, key)!r}, expected one of "
+                                 + ", ".join(allowed))
+        if settings.eval_interval_steps and settings.eval_interval_samples:
+            raise ValueError("config: set one of eval_interval_samples, eval_interval_steps")
         return settings
+
+    @property
+    def micro_batches_per_step(self) -> int:
+        """Micro-batches one step of ``max_steps``/``eval_interval_steps`` stands for."""
+        return 1 if self.step_unit == "micro_batch" else self.gradient_accumulation_steps
 
     def total_steps(self, steps_per_epoch: int, world_size: int) -> int:
         """Updates the run is planned for: the first of the limits that applies (for a
@@ -173,17 +206,25 @@ def start_case(description: str, clock: RoundClock | None = None) -> CaseStart:
 
 @dataclass
 class Progress:
-    """Where training stands: ``samples`` are this rank's, ``metric`` the last evaluation's."""
+    """Where training stands: ``steps`` are optimizer updates, ``samples`` and ``units`` this
+    rank's (those of micro-batches whose update is still to come are pending), ``metric`` the
+    target's in the last evaluation and ``figures`` all of that evaluation's."""
 
     epoch: int = 0
     steps: int = 0
+    micro_batches: int = 0
     samples: int = 0
+    pending_samples: int = 0
+    units: int = 0
+    pending_units: int = 0
     metric: float | None = None
+    figures: dict[str, float] = field(default_factory=dict)
     converged: bool = False
     evaluated_at_step: int = -1
     next_eval_samples: int = 0
-    #: The metric of the model as built (``evaluate_baselines``), else None.
-    untrained: float | None = None
+    next_eval_step: int = 0
+    #: What ``evaluate`` gave for the model as built (``evaluate_baselines``), else None.
+    untrained: float | Mapping[str, float] | None = None
 
 
 def log_untrained(log: perflog.PerfLogger, target: Target,
@@ -204,17 +245,21 @@ class TrainingLoop:
         start: the case's start (its log, clock, rank and world size).
         all_reduce_sum: ``[numbers] -> [sums over ranks]``; None: the numbers times the world
             size is never assumed, so it is required when ``start.world_size > 1``.
+        also: further targets convergence needs as well, their metrics among those
+            ``evaluate`` gives.
 
     Raises:
         ValueError: ``world_size > 1`` and no ``all_reduce_sum``.
     """
 
     def __init__(self, settings: LoopSettings, target: Target, start: CaseStart, *,
-                 all_reduce_sum: Callable[[list[float]], list[float]] | None = None) -> None:
+                 all_reduce_sum: Callable[[list[float]], list[float]] | None = None,
+                 also: tuple[Target, ...] = ()) -> None:
         if start.world_size > 1 and all_reduce_sum is None:
             raise ValueError("a run over several ranks needs the framework's all_reduce_sum")
         self.settings = settings
         self.target = target
+        self.also = also
         self.start = start
         self.log = start.log
         self.clock = start.clock
@@ -226,30 +271,49 @@ class TrainingLoop:
         self.log.log(perflog.INIT_END)
 
     def run(self, *, epoch_batches: Callable[[int], Iterable[Any]],
-            train_step: Callable[[Any], float], batch_samples: Callable[[Any], int],
-            evaluate: Callable[[], float], learning_rate: Callable[[], float] | None = None,
-            ) -> Progress:
+            batch_samples: Callable[[Any], int], evaluate: Callable[[], Any],
+            train_step: Callable[[Any], Any] | None = None,
+            train_micro_batch: Callable[[Any, bool], Any] | None = None,
+            on_update: Callable[[], None] | None = None,
+            batch_units: Callable[[Any], int] | None = None,
+            learning_rate: Callable[[], float] | None = None) -> Progress:
         """Train until a limit or the target is reached.
 
         Args:
             epoch_batches: ``epoch -> this rank's training batches`` for epoch 1, 2, ...
                 (re-shuffled by the case as it sees fit).
-            train_step: one optimizer update on a batch (forward, backward, step); returns the
-                loss as a float (charged to pure compute time).
             batch_samples: the samples in a batch (this rank's).
             evaluate: the metric over the whole validation set (the same on every rank; the
-                case reduces over ranks); charged to evaluation time.
+                case reduces over ranks), or ``{name: value}`` with the target's metric, the
+                further targets' and any other figure to report; charged to evaluation time.
+            train_step: one optimizer update on a batch (forward, backward, step); returns the
+                loss (charged to pure compute time).
+            train_micro_batch: instead of ``train_step``, one micro-batch's forward and
+                backward, the optimizer stepped when the flag is true (every
+                ``gradient_accumulation_steps`` micro-batches); returns its loss, summed over
+                the update for STEP_END (charged to pure compute time).
+            on_update: called after each update (e.g. the learning-rate schedule's step).
+            batch_units: a batch's units, when the throughput counts another unit than samples.
             learning_rate: the current learning rate for STEP_END, or None.
 
         Returns:
-            The progress at the end (epochs, updates, this rank's samples, last metric).
+            The progress at the end (epochs, updates, this rank's samples, last figures).
+
+        Raises:
+            ValueError: not exactly one of ``train_step`` and ``train_micro_batch``.
         """
+        if (train_step is None) == (train_micro_batch is None):
+            raise ValueError("give one of train_step, train_micro_batch")
         s, log, clock = self.settings, self.log, self.clock
         world = self.start.world_size
-        state = Progress(next_eval_samples=s.eval_interval_samples)
+        accumulation = s.gradient_accumulation_steps if train_micro_batch else 1
+        state = Progress(next_eval_samples=s.eval_interval_samples,
+                         next_eval_step=s.eval_interval_steps)
         if s.evaluate_baselines:
-            state.untrained = float(evaluate())
+            value = evaluate()
+            state.untrained = value if isinstance(value, Mapping) else float(value)
             log_untrained(log, self.target, state.untrained)
+        update_loss = None
         stop = False
         log.log(perflog.TRAIN_START)
         clock.mark_train_start()
@@ -257,25 +321,45 @@ class TrainingLoop:
             state.epoch += 1
             log.log(perflog.EPOCH_BEGIN, {"epoch": state.epoch})
             for batch in epoch_batches(state.epoch):
-                with clock.compute():
-                    loss = float(train_step(batch))
+                state.micro_batches += 1
+                update = state.micro_batches % accumulation == 0
+                with clock.compute():  # a case's own step returns a number (its sync)
+                    loss = (float(train_step(batch)) if train_step is not None
+                            else train_micro_batch(batch, update))
+                state.pending_samples += int(batch_samples(batch))
+                if batch_units is not None:
+                    state.pending_units += int(batch_units(batch))
+                update_loss = loss if update_loss is None else update_loss + loss
+                if not update:
+                    continue
                 state.steps += 1
-                state.samples += int(batch_samples(batch))
+                state.samples += state.pending_samples
+                state.units += state.pending_units
+                state.pending_samples = state.pending_units = 0
+                if on_update is not None:
+                    on_update()
                 if state.steps % s.log_freq == 0:
-                    step = {"epoch": state.epoch, "global_steps": state.steps, "loss": loss,
+                    step = {"epoch": state.epoch, "global_steps": state.steps,
+                            "loss": float(update_loss),
                             "num_trained_samples": state.samples * world}
                     if learning_rate is not None:
                         step["learning_rate"] = float(learning_rate())
                     log.log(perflog.STEP_END, step)
+                update_loss = None
                 if s.eval_interval_samples and state.samples * world >= state.next_eval_samples:
                     self._evaluate(evaluate, state)
                     state.next_eval_samples = ((state.samples * world // s.eval_interval_samples
                                                 + 1) * s.eval_interval_samples)
-                if self._limit_reached(state) or (s.stop_at_target and state.converged):
+                if s.eval_interval_steps and self.step_count(state) >= state.next_eval_step:
+                    self._evaluate(evaluate, state)
+                    state.next_eval_step = ((self.step_count(state) // s.eval_interval_steps
+                                             + 1) * s.eval_interval_steps)
+                if self.limit_reached(state) or (s.stop_at_target and state.converged):
                     stop = True
                     break
             stop = stop or bool(s.epochs and state.epoch >= s.epochs)
-            if not s.eval_interval_samples or (stop and state.evaluated_at_step != state.steps):
+            per_epoch = not (s.eval_interval_samples or s.eval_interval_steps)
+            if per_epoch or (stop and state.evaluated_at_step != state.steps):
                 self._evaluate(evaluate, state)
             log.log(perflog.EPOCH_END, {"epoch": state.epoch})
             stop = stop or (s.stop_at_target and state.converged)
@@ -306,16 +390,25 @@ class TrainingLoop:
         self.log.log(perflog.FINISHED, value)
         return value
 
-    def _limit_reached(self, state: Progress) -> bool:
-        s = self.settings
-        return bool((s.max_steps and state.steps >= s.max_steps)
-                    or (s.max_samples and state.samples * self.start.world_size >= s.max_samples))
+    def step_count(self, state: Progress) -> int:
+        """Steps as ``max_steps`` and ``eval_interval_steps`` count them (``step_unit``)."""
+        return state.micro_batches if self.settings.step_unit == "micro_batch" else state.steps
 
-    def _evaluate(self, evaluate: Callable[[], float], state: Progress) -> None:
+    def limit_reached(self, state: Progress) -> bool:
+        """Whether ``max_steps`` or ``max_samples`` is reached (``step_unit``,
+        ``max_samples_scope``)."""
+        s = self.settings
+        scope = self.start.world_size if s.max_samples_scope == "world" else 1
+        return bool((s.max_steps and self.step_count(state) >= s.max_steps)
+                    or (s.max_samples and state.samples * scope >= s.max_samples))
+
+    def _evaluate(self, evaluate: Callable[[], Any], state: Progress) -> None:
         with self.clock.evaluation():
-            metric = float(evaluate())
-        state.metric = metric
-        state.converged = self.target.reached(metric)
+            value = evaluate()
+        figures = as_figures(self.target, value if isinstance(value, Mapping) else float(value))
+        state.figures = figures
+        state.metric = figures[self.target.metric]
+        state.converged = all_reached((self.target, *self.also), figures)
         state.evaluated_at_step = state.steps
         self.log.log(perflog.EVALUATE, {"epoch": state.epoch, "global_steps": state.steps,
-                                        self.target.metric: metric})
+                                        **figures})

@@ -32,6 +32,9 @@ Configuration keys (a case's ``config/standard.yaml`` lists those it sets; defau
   ``lr_warmup_epochs`` or ``lr_warmup_steps`` (``lr_warmup_method`` ``linear`` from
   ``lr_warmup_decay`` x lr, or ``constant`` at it); ``lr_schedule_per_epoch``: the schedule
   restarts every epoch (FlagPerf's bigtransfer counts its steps per epoch);
+  ``lr_schedule_step``: ``update`` (the rate moves every update) or ``epoch`` (it moves once per
+  epoch, held at the value of the epoch's start, as a scheduler stepped at each epoch's end:
+  FlagPerf's vit);
   ``lr_scale_batch``: ``learning_rate`` (and so ``lr_min``) is for this global batch and
   scales linearly with the real one (Goyal et al. 2017; Swin's ``base_lr x batch / 512``);
 * evaluation: top-1 in % (``final_acc1``) against ``target_acc1``.
@@ -209,6 +212,11 @@ def lr_factor(step: int, plan: TrainingPlan, config: Mapping[str, Any]) -> float
 
 def _schedule(step: int, plan: TrainingPlan, config: Mapping[str, Any]) -> float:
     total = plan.total_steps
+    unit = str(setting(config, "lr_schedule_step", "update"))
+    if unit == "epoch":
+        step = math.floor(step / plan.steps_per_epoch + 1e-9) * plan.steps_per_epoch
+    elif unit != "update":
+        raise ValueError(f"config lr_schedule_step: {unit!r}, expected update or epoch")
     if setting(config, "lr_schedule_per_epoch", False):
         period = max(1, int(plan.steps_per_epoch))
         step, total = step % period, period

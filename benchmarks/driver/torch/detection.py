@@ -17,7 +17,9 @@ Configuration keys (a case's ``config/standard.yaml`` lists those it sets):
 
 * data: ``hflip_prob`` (0.5), ``vflip_prob`` (0), ``train_repeats`` (each training image this
   many times per epoch, differently augmented; 1), ``cache_images`` (keep decoded images in
-  memory: small data sets only);
+  memory: small data sets only), ``aspect_ratio_group_factor`` (training batches of images of
+  one aspect-ratio group, :class:`GroupedBatchSampler`, with ``2k`` bins; negative or absent:
+  batches in the sampler's order, whatever their shapes);
 * backbone (:func:`resnet_fpn_backbone`): ``backbone_block`` (``bottleneck``: ResNet-50's,
   ``basic``: ResNet-18's), ``backbone_layers`` (blocks per stage, 4 ints), ``returned_layers``
   (the stages the FPN reads), ``trainable_backbone_layers`` (0-5), ``frozen_batchnorm``,
@@ -36,10 +38,12 @@ Configuration keys (a case's ``config/standard.yaml`` lists those it sets):
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import io
 import math
 import random
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -161,6 +165,62 @@ def collate(batch: list) -> tuple[torch.Tensor, list, list]:
     trainer counts ``B`` samples."""
     ids, images, targets = zip(*batch)
     return torch.tensor(ids, dtype=torch.int64), list(images), list(targets)
+
+
+def aspect_ratio_groups(ratios: Sequence[float], k: int) -> list[int]:
+    """The group of each image's aspect ratio (width / height): its bin among the ``2k + 1``
+    edges ``2 ** linspace(-1, 1, 2k + 1)`` (``k`` 0: the edge 1.0, wide or tall), so ``2k + 2``
+    groups. torchvision's detection references (``group_by_aspect_ratio.py``
+    ``create_aspect_ratio_groups``), which FlagPerf's detection cases use with ``k`` 3."""
+    edges = [2.0 ** (-1.0 + i / k) for i in range(2 * k + 1)] if k > 0 else [1.0]
+    return [bisect.bisect_right(edges, ratio) for ratio in ratios]
+
+
+class GroupedBatchSampler(torch.utils.data.Sampler):
+    """Batches of ``batch_size`` indices of one group each, in the order ``sampler`` yields
+    them, as torchvision's detection references build them (``GroupedBatchSampler``): an index
+    joins its group's buffer, a full buffer is a batch; when the sampler is exhausted, the
+    fullest buffers are completed with earlier indices of their group (repeated as needed)
+    until there are ``len(sampler) // batch_size`` batches, so an epoch has a fixed length.
+    Images of one aspect-ratio group batch with less padding (the detector pads each batch to
+    its largest image).
+
+    Args:
+        sampler: the per-index order (random, distributed, ...); its ``set_epoch`` is the
+            trainer's to call.
+        group_ids: the group of each index of the data set (:func:`aspect_ratio_groups`).
+        batch_size: indices per batch.
+    """
+
+    def __init__(self, sampler: torch.utils.data.Sampler, group_ids: Sequence[int],
+                 batch_size: int) -> None:
+        self.sampler, self.group_ids, self.batch_size = sampler, list(group_ids), batch_size
+
+    def __iter__(self):
+        buffers: dict[int, list[int]] = defaultdict(list)
+        seen: dict[int, list[int]] = defaultdict(list)
+        made = 0
+        for index in self.sampler:
+            group = self.group_ids[index]
+            buffers[group].append(index)
+            seen[group].append(index)
+            if len(buffers[group]) == self.batch_size:
+                batch = buffers.pop(group)
+                buffers[group] = []  # re-entered last, as torchvision's buffers are
+                made += 1
+                yield batch
+        remaining = len(self) - made
+        for group, buffer in sorted(buffers.items(), key=lambda item: len(item[1]),
+                                    reverse=True):
+            if remaining <= 0:
+                break
+            missing = self.batch_size - len(buffer)
+            pool = seen[group] * math.ceil(missing / len(seen[group]))
+            remaining -= 1
+            yield buffer + pool[:missing]
+
+    def __len__(self) -> int:
+        return len(self.sampler) // self.batch_size
 
 
 # -- model -----------------------------------------------------------------------------------
@@ -426,6 +486,15 @@ def detection_case(config: Mapping[str, Any], data_dir: Path,
     val_set = CocoDetection(data_dir, "val", train=False, masks=False, cache=cache)
     pending: list[dict] = []
     last: dict[str, float] = {}
+    group_factor = int(setting(config, "aspect_ratio_group_factor", -1))
+    batch_sampler = None
+    if group_factor >= 0:
+        images = [train_set.coco.imgs[train_set.ids[index % len(train_set.ids)]]
+                  for index in range(len(train_set))]
+        groups = aspect_ratio_groups([i["width"] / i["height"] for i in images], group_factor)
+
+        def batch_sampler(sampler, batch_size):
+            return GroupedBatchSampler(sampler, groups, batch_size)
 
     def train_loss(model, batch):
         _, images, targets = batch
@@ -461,7 +530,7 @@ def detection_case(config: Mapping[str, Any], data_dir: Path,
             optimizer, lambda step: lr_factor(step, plan, config)),
         model_info={"num_classes": int(config["num_classes"]),
                     "train_images": len(train_set.ids), **(model_info or {})},
-        collate_fn=collate, eval_collate_fn=collate,
+        batch_sampler=batch_sampler, collate_fn=collate, eval_collate_fn=collate,
         finished_figures=other_figures if len(iou_types) > 1 else None,
         # Boxes only: a case whose target is the segm AP has no input-blind predictor here.
         input_blind=(lambda model: coco_map(val_set.coco,

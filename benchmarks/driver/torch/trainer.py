@@ -1,5 +1,6 @@
-"""One training loop for the PyTorch training cases: a case gives its model, data and maths
-(:class:`TrainingCase`); the trainer does the rest, the same way for every case.
+"""The PyTorch training cases on the one training loop (``driver.training_loop``): a case gives
+its model, data and maths (:class:`TrainingCase`); the trainer gives the loop its micro-batches
+and does the rest, the same way for every case.
 
 What the trainer does, per rank (launched by torchrun, or alone):
 
@@ -12,12 +13,14 @@ What the trainer does, per rank (launched by torchrun, or alone):
   the case's learning-rate schedule and, in fp16, a ``torch.amp.GradScaler``;
 * training (TRAIN_START..TRAIN_END): autocast to bf16 (``precision: amp`` or ``bf16``) or fp16
   (``fp16``, with the scaler); ``gradient_accumulation_steps`` micro-batches per optimizer
-  update (the loss divided by their number, DDP's gradient reduction only on the last one); a
-  STEP_END event every ``log_freq`` updates; evaluation at the end of every epoch, or every
-  ``eval_interval_samples`` trained samples (over all ranks) and once more at the end;
-* termination at the first of ``epochs``, ``max_steps`` (optimizer updates) and ``max_samples``
-  (trained samples over all ranks) that is set, or once the case's target is reached with
-  ``stop_at_target``;
+  update (the loss divided by their number unless ``divide_loss_by_accumulation`` is false,
+  DDP's gradient reduction only on the last one); a STEP_END event every ``log_freq`` updates;
+  evaluation at the end of every epoch, or every ``eval_interval_samples`` trained samples (over
+  all ranks), or every ``eval_interval_steps`` steps, and once more at the end;
+* termination at the first of ``epochs``, ``max_steps`` (steps: optimizer updates, or
+  micro-batches with ``step_unit: micro_batch``) and ``max_samples`` (trained samples over all
+  ranks, or this process's with ``max_samples_scope: process``) that is set, or once the case's
+  target is reached with ``stop_at_target``;
 * FINISHED with ``driver.finished.RoundClock``'s figures, ``converged``, ``final_<metric>``,
   ``target_<metric>``, ``epochs``, ``global_steps`` and ``world_size``; then the process group
   is left cleanly (``driver.dist.shutdown``, the DDP model deleted first);
@@ -33,7 +36,13 @@ Configuration keys it reads (the case's effective configuration): ``train_batch_
 (1), ``eval_interval_samples`` (0: every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
 ``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device),
 ``clip_grad_norm`` (none; read by the default ``backward`` hook) and ``evaluate_baselines``
-(false).
+(false); and, for recipes that count as FlagPerf's own trainers do (each case's config names
+the upstream line): ``step_unit`` (``update``; ``micro_batch``: ``max_steps`` and
+``eval_interval_steps`` count micro-batches, the optimizer stepping every
+``gradient_accumulation_steps`` of them), ``eval_interval_steps`` (0: off; not with
+``eval_interval_samples``), ``max_samples_scope`` (``world``; ``process``: ``max_samples``
+counts one process's samples) and ``divide_loss_by_accumulation`` (true; false: the
+micro-batches' gradients are summed, not averaged).
 """
 
 from __future__ import annotations
@@ -50,11 +59,13 @@ import torch
 
 from driver import dist, perflog
 from driver.case_io import load_config, parse_case_args, redirect_rank_output
-from driver.convergence import EVALUATE_BASELINES, Target, all_reached, as_figures, \
-    baseline_figures
+from driver.convergence import EVALUATE_BASELINES, Target, as_figures, baseline_figures
 from driver.finished import RoundClock
-from driver.training_loop import LoopSettings, config_count, log_untrained
+from driver.training_loop import CaseStart, LoopSettings, Progress, TrainingLoop, config_count
 from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hooks
+
+__all__ = ["AUTOCAST_DTYPES", "Progress", "Trainer", "TrainerSettings", "TrainingCase",
+           "TrainingPlan", "batch_samples", "to_device"]
 
 #: ``precision`` values and the dtype autocast runs in (None: no autocast). ``amp`` is bf16,
 #: as the cases' ``precision_peak`` maps it.
@@ -70,24 +81,24 @@ class TrainerSettings(LoopSettings):
     settings every framework shares (``driver.training_loop.LoopSettings``) and PyTorch's own."""
 
     precision: str = "fp32"
-    gradient_accumulation_steps: int = 1
     num_workers: int = 0
     dist_backend: str | None = None
+    divide_loss_by_accumulation: bool = True
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "TrainerSettings":
         """Read the settings from ``config``; other keys are the case's and left alone.
 
         Raises:
-            ValueError: a batch size is missing or not positive, no termination is set, a count
-                is negative, or ``precision`` is not one of ``AUTOCAST_DTYPES``.
+            ValueError: see :meth:`LoopSettings.from_config`; or ``precision`` is not one of
+                ``AUTOCAST_DTYPES``.
         """
         settings = cls(
             **dataclasses.asdict(LoopSettings.from_config(config)),
             precision=str(config.get("precision") or "fp32"),
-            gradient_accumulation_steps=max(1, config_count(config, "gradient_accumulation_steps", 1)),
             num_workers=config_count(config, "num_workers", 0),
-            dist_backend=config.get("dist_backend") or None)
+            dist_backend=config.get("dist_backend") or None,
+            divide_loss_by_accumulation=bool(config.get("divide_loss_by_accumulation", True)))
         if settings.precision not in AUTOCAST_DTYPES:
             raise ValueError(f"config precision: {settings.precision!r}, expected one of "
                              + ", ".join(AUTOCAST_DTYPES))
@@ -130,6 +141,9 @@ class TrainingCase:
         train_sampler: ``(world_size, rank, seed) -> Sampler`` over ``train_set`` with
             ``set_epoch(epoch)`` (e.g. repeated augmentation), or None: a
             ``DistributedSampler`` over ranks (a random one on a single rank).
+        batch_sampler: ``(sampler, batch_size) -> Sampler`` of batches (lists of
+            ``batch_size`` indices) drawn from the sampler's order (e.g. grouped by aspect
+            ratio), or None: the sampler's order cut into whole batches.
         collate_fn: how training batches are put together (e.g. with mixup), or None: the
             DataLoader's default.
         eval_collate_fn: how validation batches are put together, or None: the DataLoader's
@@ -164,31 +178,13 @@ class TrainingCase:
     create_scheduler: Callable[[torch.optim.Optimizer, TrainingPlan], Any] | None = None
     model_info: dict[str, Any] = field(default_factory=dict)
     train_sampler: Callable[[int, int, int], torch.utils.data.Sampler] | None = None
+    batch_sampler: Callable[[torch.utils.data.Sampler, int], torch.utils.data.Sampler] | None = None
     collate_fn: Callable[[list], Batch] | None = None
     eval_collate_fn: Callable[[list], Batch] | None = None
     finished_figures: Callable[[], Mapping[str, Any]] | None = None
     units: tuple[str, Callable[[Batch], int]] | None = None
     input_blind: Callable[[torch.nn.Module], float | Mapping[str, float]] | None = None
     also: tuple[Target, ...] = ()
-
-
-@dataclass
-class Progress:
-    """Where training stands (samples are this rank's; ``metric`` the target's in the last
-    evaluation, ``figures`` all of that evaluation's)."""
-
-    epoch: int = 0
-    steps: int = 0
-    micro_batches: int = 0
-    samples: int = 0
-    pending_samples: int = 0
-    units: int = 0
-    pending_units: int = 0
-    metric: float | None = None
-    figures: dict[str, float] = field(default_factory=dict)
-    converged: bool = False
-    evaluated_at_step: int = -1
-    next_eval_samples: int = 0
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
@@ -283,9 +279,15 @@ class Trainer:
                 seed=s.seed, drop_last=True)
         else:
             sampler = torch.utils.data.RandomSampler(case.train_set)
-        train = torch.utils.data.DataLoader(
-            case.train_set, batch_size=s.train_batch_size, sampler=sampler,
-            num_workers=s.num_workers, drop_last=True, pin_memory=pin, collate_fn=case.collate_fn)
+        if case.batch_sampler is not None:
+            train = torch.utils.data.DataLoader(
+                case.train_set, batch_sampler=case.batch_sampler(sampler, s.train_batch_size),
+                num_workers=s.num_workers, pin_memory=pin, collate_fn=case.collate_fn)
+        else:
+            train = torch.utils.data.DataLoader(
+                case.train_set, batch_size=s.train_batch_size, sampler=sampler,
+                num_workers=s.num_workers, drop_last=True, pin_memory=pin,
+                collate_fn=case.collate_fn)
         if len(train) == 0:
             raise ValueError(f"the train set ({len(case.train_set)} samples over "
                              f"{info.world_size} ranks) holds no whole batch of "
@@ -305,9 +307,12 @@ class Trainer:
         if s.epochs:
             limits.append(batches_per_epoch * s.epochs // accumulation)
         if s.max_steps:
-            limits.append(s.max_steps)
+            limits.append(s.max_steps * s.micro_batches_per_step // accumulation)
         if s.max_samples:
-            limits.append(math.ceil(s.max_samples / global_batch))
+            counted = s.train_batch_size * accumulation  # samples per update, one process's
+            if s.max_samples_scope == "world":
+                counted = global_batch
+            limits.append(math.ceil(s.max_samples / counted))
         return TrainingPlan(steps_per_epoch=batches_per_epoch / accumulation,
                             total_steps=max(1, min(limits)), global_batch_size=global_batch)
 
@@ -354,13 +359,9 @@ class Trainer:
                   if self.settings.precision == "fp16" else None)
         self.clock.mark_init_end()
         self.log.log(perflog.INIT_END)
-        untrained = {}
-        if self.settings.evaluate_baselines:
-            untrained = self._score(case, model, val_loader)
-            log_untrained(self.log, case.target, untrained)
-
         progress = self._train(case, model, optimizer, scheduler, scaler, train_loader, sampler,
                                val_loader)
+        untrained = progress.untrained or {}
         num_trained_samples, num_trained_units = dist.all_reduce_sum(
             [progress.samples, progress.units], self.info)
         units = (case.units[0], int(num_trained_units)) if case.units else None
@@ -388,72 +389,39 @@ class Trainer:
 
     def _train(self, case, model, optimizer, scheduler, scaler, loader, sampler,
                val_loader) -> Progress:
-        s, log, clock = self.settings, self.log, self.clock
-        world = self.info.world_size
+        """The loop (``driver.training_loop``) over the case's micro-batches: forward under
+        autocast, the loss divided by the accumulation unless configured not to, the vendor's
+        backward (the optimizer stepping on the last micro-batch of an update, DDP reducing
+        only then), the schedule stepped after each update."""
+        s, world = self.settings, self.info.world_size
         accumulation = s.gradient_accumulation_steps
-        state = Progress(next_eval_samples=s.eval_interval_samples)
-        update_loss = None
-        stop = False
-        log.log(perflog.TRAIN_START)
-        clock.mark_train_start()
-        model.train()
-        while not stop:
-            state.epoch += 1
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(state.epoch - 1)
-            log.log(perflog.EPOCH_BEGIN, {"epoch": state.epoch})
-            for batch in loader:
-                batch = to_device(batch, self.device)
-                state.micro_batches += 1
-                update = state.micro_batches % accumulation == 0
-                with clock.compute():
-                    with self._gradient_sync(model, update):
-                        with self.autocast():
-                            loss = case.train_loss(model, batch)
-                        if accumulation > 1:
-                            loss = loss / accumulation
-                        self.hooks.backward(loss=loss, optimizer=optimizer, scaler=scaler,
-                                            update=update, ctx=self.ctx)
-                state.pending_samples += batch_samples(batch)
-                if case.units:
-                    state.pending_units += int(case.units[1](batch))
-                loss = loss.detach()
-                update_loss = loss if update_loss is None else update_loss + loss
-                if not update:
-                    continue
-                state.steps += 1
-                state.samples += state.pending_samples
-                state.units += state.pending_units
-                state.pending_samples = state.pending_units = 0
-                if scheduler is not None:
-                    scheduler.step()
-                if state.steps % s.log_freq == 0:
-                    log.log(perflog.STEP_END, {
-                        "epoch": state.epoch, "global_steps": state.steps,
-                        "loss": float(update_loss),
-                        "learning_rate": optimizer.param_groups[0]["lr"],
-                        "num_trained_samples": state.samples * world})
-                update_loss = None
-                if s.eval_interval_samples and state.samples * world >= state.next_eval_samples:
-                    self._evaluate(case, model, val_loader, state)
-                    state.next_eval_samples = ((state.samples * world // s.eval_interval_samples
-                                                + 1) * s.eval_interval_samples)
-                if self._limit_reached(state) or (s.stop_at_target and state.converged):
-                    stop = True
-                    break
-            stop = stop or bool(s.epochs and state.epoch >= s.epochs)
-            if not s.eval_interval_samples or (stop and state.evaluated_at_step != state.steps):
-                self._evaluate(case, model, val_loader, state)
-            log.log(perflog.EPOCH_END, {"epoch": state.epoch})
-            stop = stop or (s.stop_at_target and state.converged)
-        clock.mark_train_end()
-        log.log(perflog.TRAIN_END)
-        return state
+        start = CaseStart(args=None, config=dict(self.config), rank=self.info.rank,
+                          world_size=world, log=self.log, clock=self.clock)
+        loop = TrainingLoop(s, case.target, start, also=case.also,
+                            all_reduce_sum=lambda values: dist.all_reduce_sum(values, self.info))
 
-    def _limit_reached(self, state: Progress) -> bool:
-        s = self.settings
-        return bool((s.max_steps and state.steps >= s.max_steps)
-                    or (s.max_samples and state.samples * self.info.world_size >= s.max_samples))
+        def epoch_batches(epoch: int):
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch - 1)
+            return (to_device(batch, self.device) for batch in loader)
+
+        def train_micro_batch(batch, update: bool) -> torch.Tensor:
+            with self._gradient_sync(model, update):
+                with self.autocast():
+                    loss = case.train_loss(model, batch)
+                if accumulation > 1 and s.divide_loss_by_accumulation:
+                    loss = loss / accumulation
+                self.hooks.backward(loss=loss, optimizer=optimizer, scaler=scaler,
+                                    update=update, ctx=self.ctx)
+            return loss.detach()
+
+        model.train()
+        return loop.run(
+            epoch_batches=epoch_batches, train_micro_batch=train_micro_batch,
+            batch_samples=batch_samples, batch_units=case.units[1] if case.units else None,
+            on_update=scheduler.step if scheduler is not None else None,
+            learning_rate=lambda: optimizer.param_groups[0]["lr"],
+            evaluate=lambda: self._score(case, model, val_loader))
 
     @staticmethod
     def _gradient_sync(model: torch.nn.Module, update: bool) -> contextlib.AbstractContextManager:
@@ -475,16 +443,3 @@ class Trainer:
         totals = dist.all_reduce_sum(list(sums.values()), self.info)
         model.train()
         return as_figures(case.target, case.eval_metric(dict(zip(sums, totals))))
-
-    def _evaluate(self, case: TrainingCase, model, loader, state: Progress) -> None:
-        """Score the model (``_score``) and record its figures (EVALUATE); charged to
-        evaluation time."""
-        with self.clock.evaluation():
-            figures = self._score(case, model, loader)
-        state.figures = figures
-        state.metric = figures[case.target.metric]
-        state.converged = all_reached((case.target, *case.also), figures)
-        state.evaluated_at_step = state.steps
-        self.log.log(perflog.EVALUATE, {"epoch": state.epoch, "global_steps": state.steps,
-                                        **figures})
-

@@ -45,7 +45,7 @@ from flagperf_ansible.config.yamlio import read_yaml
 #: Suites whose cases live in their own folder under ``benchmarks/``.
 SUITE_FOLDERS = ("inference", "base")
 #: Files of a case's ``config/`` that are not profiles (inference: seed 004's two files).
-NOT_PROFILES = ("standard", *inference_config.CASE_FILES)
+NOT_PROFILES = ("standard", "sources", *inference_config.CASE_FILES)
 #: Folders under ``benchmarks/`` that are not models.
 NOT_MODELS = (*SUITE_FOLDERS, "driver")
 
