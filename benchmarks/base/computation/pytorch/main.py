@@ -10,8 +10,6 @@ precision), ``precisions`` (a subset of fp64, fp32, tf32, fp16, bf16, int8).
 
 from __future__ import annotations
 
-
-
 import torch
 
 from driver.dist import exit_rank

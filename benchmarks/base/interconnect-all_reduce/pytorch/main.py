@@ -14,8 +14,6 @@ Configuration: ``min_bytes``, ``max_bytes``, ``factor`` (the sweep), ``warmup``,
 
 from __future__ import annotations
 
-
-
 import torch
 import torch.distributed as torch_dist
 

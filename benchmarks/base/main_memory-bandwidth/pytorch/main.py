@@ -13,8 +13,6 @@ Configuration: ``size_mib`` (the float32 tensor copied, MiB), ``warmup``, ``iter
 
 from __future__ import annotations
 
-
-
 import torch
 
 from driver.dist import exit_rank
