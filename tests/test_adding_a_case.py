@@ -23,6 +23,7 @@ from flagperf_ansible.config.cases import effective_config, list_cases, load_cas
 from flagperf_ansible.config.casespec import CaseSpec
 from flagperf_ansible.config.launchers import launch_argv, launch_env
 from flagperf_ansible.results.perflog import parse_rank_log
+from test_recipe_sources import source_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 #: torchvision's resnet18 with 10 outputs: 11,689,512 with 1000 (ResNet18_Weights num_params)
@@ -45,6 +46,7 @@ def project(tmp_path_factory) -> Path:
     files = worked_example(ROOT / "README.md")
     assert sorted(files) == ["benchmarks/resnet18/pytorch/case.yml",
                              "benchmarks/resnet18/pytorch/config/cpu.yaml",
+                             "benchmarks/resnet18/pytorch/config/sources.yaml",
                              "benchmarks/resnet18/pytorch/config/standard.yaml"]
     for relative, text in files.items():
         (project / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -61,6 +63,13 @@ def test_the_worked_example_is_a_case_the_controller_accepts(project):
         model = Case.from_folder(case.directory).build_model(
             dict(case.standard.params), num_classes=10)
     assert sum(p.numel() for p in model.parameters()) == RESNET18_10_CLASSES
+
+
+def test_the_worked_example_names_the_source_of_every_standard_key(project):
+    config = project / "benchmarks/resnet18/pytorch/config"
+    keys = list(yaml.safe_load((config / "standard.yaml").read_text())["params"])
+    assert source_problems(keys, yaml.safe_load((config / "sources.yaml").read_text()),
+                           "sources.yaml") == []
 
 
 def test_the_worked_example_trains_through_the_one_entry(project, digits_dir, tmp_path):
