@@ -255,6 +255,11 @@ def test_serve_serves_the_site_until_interrupted(sources, tmp_path, capsys):
         assert "<h1>Run run20261102090000" in summary
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        try:
+            out, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            pytest.fail(f"SIGINT left results serve running for 30 s: {err[-2000:]}")
     assert process.returncode == 0, err
     assert out.strip().endswith("stopped")

@@ -284,7 +284,10 @@ def _serve(args: argparse.Namespace, data: dict) -> int:
         except OSError as err:
             raise ConfigError(f"cannot listen on {args.bind}:{args.port}: {err.strerror}",
                               "command line", "--port") from None
-        signal.signal(signal.SIGTERM, _interrupt)          # stops as Ctrl-C does
+        # Ctrl-C and SIGTERM stop it, also where SIGINT came in ignored (started with & from
+        # a script, where Python keeps SIGINT ignored and sets no KeyboardInterrupt).
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _interrupt)
         host, port = server.server_address[:2]
         print(f"serving {out} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
         try:
