@@ -138,6 +138,10 @@ def test_a_slurm_rounds_hosts_are_its_nodes_and_how_each_ended():
     # A case killed by the signal (rc -15) is stopped, not a failure of its own.
     signalled = {**stopped, "node": {"finished": 1, "rc": -15}}
     assert slurm_round_hosts(slurm_report("CANCELLED", signalled))[0]["stopped"] is True
+    # So is one whose launcher exits 1 on the signal it got with the node (torchrun).
+    (launcher,) = slurm_round_hosts(slurm_report("NODE_FAIL", {**stopped, "node": {
+        "finished": 1, "rc": 1}}))
+    assert (launcher["rc"], launcher["stopped"]) == (None, True)
     # The job's time limit (or the round's deadline) ended it: the stopped nodes timed out.
     (timed_out,) = slurm_round_hosts(slurm_report("TIMEOUT", stopped))
     assert timed_out["timed_out"] is True and timed_out["stopped"] is False

@@ -88,11 +88,14 @@ def node_python() -> str:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """The checkout's runnable parts, with resnet50's short profile and a diagnostic case that
-    hangs on two nodes until stopped."""
+    hangs on two nodes until stopped, under torchrun (a real launcher: its agent and workers
+    are what Slurm's signals and a node's end reach)."""
     from checkout_copy import copy_checkout, shorten_profiles
 
     project = copy_checkout(tmp_path_factory.mktemp("slurm-project") / "project")
     shorten_profiles(project, {RESNET50_PROFILE: SHORT_RESNET50})
+    case_yml = project / "benchmarks/sleep/pytorch/case.yml"
+    case_yml.write_text(case_yml.read_text().replace("launcher: python", "launcher: torchrun"))
     folder = project / "vendors/cpu/sleep-pytorch/config"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cpux2x1.yaml").write_text(yaml.safe_dump({"hang": True}))
@@ -169,11 +172,15 @@ def left_on_nodes(run_id: str) -> tuple[list[str], list[str]]:
 
 
 def cases(run_id: str) -> list[int]:
-    """The diagnostic case's processes of the run (not the supervisors, whose command lines name
-    it too)."""
-    return [p.pid for p in psutil.process_iter(["cmdline"])
-            if (p.info["cmdline"] or [""])[1:2] and p.info["cmdline"][1].endswith("run_sleep.py")
-            and any(run_id in a for a in p.info["cmdline"])]
+    """The diagnostic case's processes of the run: its script as the interpreter's first
+    argument (``-u`` aside, as torchrun starts its workers), not the launcher and supervisors,
+    whose command lines name it too."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        argv = [a for a in (process.info["cmdline"] or [""])[1:] if a != "-u"]
+        if argv and argv[0].endswith("run_sleep.py") and any(run_id in a for a in argv):
+            found.append(process.pid)
+    return found
 
 
 def nothing_left(slurm, run_id: str, seconds: float = 60) -> None:
@@ -298,15 +305,17 @@ def test_sigint_to_the_wrapper_mid_round_cancels_the_job_and_leaves_nothing(slur
     nothing_left(slurm, run_id)
 
 
-def test_a_job_queued_then_a_nodes_slurmd_killed(slurm, login):
+def test_a_job_queued_then_a_nodes_slurmd_killed(slurm, login, node_python):
     """One round, two faults. Its job first waits in the queue (slurm2 drained): shown as waiting,
     its queue time recorded and not counted in the round. Then slurm2's slurmd is killed
     mid-round: the round fails naming slurm2 once Slurm holds the node down. slurmd back, the
     node's leftover steps end, and nothing of the run is left."""
     import threading
 
-    inventory = login.inventory("faults", {"flagperf_container_runtime": "none",
-                                           "flagperf_cases": [SLEEP]})
+    inventory = login.inventory("faults", {
+        "flagperf_container_runtime": "none", "flagperf_python": node_python,
+        "flagperf_env": {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": 1},
+        "flagperf_cases": [SLEEP]})
     # Its output line by line, as it is written (a pipe would hold it in ansible's buffer).
     env = {**login.env, "PYTHONUNBUFFERED": "1"}
     slurm.command("scontrol", "update", "nodename=slurm2", "state=drain", "reason=flagperf-test")

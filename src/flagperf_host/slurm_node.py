@@ -28,7 +28,8 @@ SIGTERM came (``scancel``, the job's time limit, or ``srun`` ending the step bec
 node's case failed: ``--kill-on-bad-exit``). It writes ``.flagperf_slurm/node<i>.json``, first
 ``{"noderank", "host", "address", "dir", "started_ms"}``, then also ``"node"`` (``node_job
 wait``'s last report: ``finished``, ``rc``, ``timed_out``, ``msg``), ``"stopped"`` (SIGTERM
-ended the wait), ``"cache"``, ``"errors"`` (start and end steps that failed) and ``"ended_ms"``.
+came while its case ran: the case's exit, whatever its code, was the signal's), ``"cache"``,
+``"errors"`` (start and end steps that failed) and ``"ended_ms"``.
 It exits 0 when its case exited 0 or was stopped, else 1 (so that ``srun`` ends the other nodes).
 """
 
@@ -154,9 +155,13 @@ def run_node(job_dir: Path, noderank: int, nodelist: str, job_id: str) -> int:
         print(f"{PROG} {host}: {line}", flush=True)
 
     stopping = {"now": False, "stopped": False}
+    report: dict = {"finished": 0}
 
     def on_term(_signum, _frame):
-        stopping["stopped"] = True
+        # Slurm signals the whole step at once: the case's launcher (torchrun exits 1 on
+        # SIGTERM) as well as this process. Its exit is the signal's unless it had ended first.
+        if not report.get("finished"):
+            stopping["stopped"] = True
         if stopping["now"]:
             stopping["now"] = False
             raise Stopped()
@@ -164,7 +169,6 @@ def run_node(job_dir: Path, noderank: int, nodelist: str, job_id: str) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     errors: list[str] = []
-    report: dict = {"finished": 0}
     out = job_dir / node["dir"]
     try:
         stopping["now"] = True

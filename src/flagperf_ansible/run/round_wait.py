@@ -163,8 +163,10 @@ def slurm_round_hosts(report: Mapping[str, Any] | None,
         node = dict(record.get("node") or {})
         outcome = node_outcome(node) if node else {"rc": None, "timed_out": False, "stopped": False}
         rc, stopped = outcome["rc"], outcome["stopped"]
-        if record.get("stopped") and (rc is None or rc < 0):
-            rc, stopped = None, True        # ended by the signal, not by itself
+        if record.get("stopped"):
+            # SIGTERM came while the case ran: its exit was the signal's, whatever its code
+            # (torchrun exits 1), not a failure of its own.
+            rc, stopped = None, True
         timed_out = outcome["timed_out"] or (stopped and timed_out_job)
         errors = [] if record.get("stopped") else list(record.get("errors") or [])
         rows.append({"host": str(record.get("host") or f"noderank{record.get('noderank')}"),
