@@ -7,7 +7,6 @@ catalog converging for real, every inference engine within its accuracy bound. (
 
 import io
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import yaml
 
 from case_model import case_config, case_model, case_module, torch_finished_keys
 from flagperf_ansible.results.perflog import parse_rank_log
+from interrupt import interrupt
 from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE
 
 pytestmark = pytest.mark.slow
@@ -322,12 +322,7 @@ def run_wrapper(*args: str, cwd: Path, env: dict, timeout: float) -> subprocess.
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
-        try:
-            stdout, stderr = process.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            stdout, stderr = process.communicate()
+        stdout, stderr, _ = interrupt(process, 300)
         pytest.fail(f"the run took over {timeout:g} s and was interrupted:\n"
                     f"{stdout[-3000:]}{stderr[-3000:]}")
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)

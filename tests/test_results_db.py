@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -25,6 +24,7 @@ from flagperf_ansible.results.db.query import load
 from flagperf_ansible.results.db.records import read_run
 from flagperf_ansible.results.leaderboard import leaderboard
 from flagperf_ansible.results.mlperf_import import describe_log
+from interrupt import interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -254,12 +254,7 @@ def test_serve_serves_the_site_until_interrupted(sources, tmp_path, capsys):
         summary = urllib.request.urlopen(f"{address}runs/{link}", timeout=30).read().decode()
         assert "<h1>Run run20261102090000" in summary
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            out, err = process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
-            pytest.fail(f"SIGINT left results serve running for 30 s: {err[-2000:]}")
+        out, err, stopped = interrupt(process, 30)
+    assert stopped, f"SIGINT left results serve running for 30 s: {err[-2000:]}"
     assert process.returncode == 0, err
     assert out.strip().endswith("stopped")

@@ -153,16 +153,20 @@ class LoopSettings:
         """Micro-batches one step of ``max_steps``/``eval_interval_steps`` stands for."""
         return 1 if self.step_unit == "micro_batch" else self.gradient_accumulation_steps
 
-    def total_steps(self, steps_per_epoch: int, world_size: int) -> int:
-        """Updates the run is planned for: the first of the limits that applies (for a
-        learning-rate schedule); ``steps_per_epoch`` is this rank's batches per epoch."""
+    def total_steps(self, batches_per_epoch: int, world_size: int) -> int:
+        """Optimizer updates the run is planned for (for a learning-rate schedule): the first
+        of the limits that applies, as the loop counts them (``step_unit``,
+        ``max_samples_scope``); ``batches_per_epoch`` is this rank's (micro-)batches per
+        epoch, ``gradient_accumulation_steps`` of them an update."""
+        accumulation = self.gradient_accumulation_steps
         limits = []
         if self.epochs:
-            limits.append(steps_per_epoch * self.epochs)
+            limits.append(batches_per_epoch * self.epochs // accumulation)
         if self.max_steps:
-            limits.append(self.max_steps)
+            limits.append(self.max_steps * self.micro_batches_per_step // accumulation)
         if self.max_samples:
-            limits.append(-(-self.max_samples // (self.train_batch_size * world_size)))
+            scope = world_size if self.max_samples_scope == "world" else 1
+            limits.append(-(-self.max_samples // (self.train_batch_size * accumulation * scope)))
         return max(1, min(limits))
 
 

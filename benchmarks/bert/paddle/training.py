@@ -57,7 +57,7 @@ def run(case) -> int:
         raise SystemExit(f"config precision: {precision!r}, expected one of "
                          + ", ".join(AUTOCAST_DTYPES))
     amp_dtype = AUTOCAST_DTYPES[precision]
-    accumulation = max(1, int(setting(config, "gradient_accumulation_steps", 1)))
+    accumulation = settings.gradient_accumulation_steps
     rank, world = start.rank, start.world_size
     if world > 1:
         dist.init_parallel_env()
@@ -86,14 +86,12 @@ def run(case) -> int:
         return train_batches(len(train_set), settings.train_batch_size, rank, world,
                              settings.seed, epoch)
 
-    updates_per_epoch = len(epoch_plan(1)) // accumulation
-    if updates_per_epoch == 0:
+    batches_per_epoch = len(epoch_plan(1))
+    if batches_per_epoch < accumulation:
         raise SystemExit(f"the train set holds fewer than gradient_accumulation_steps "
                          f"({accumulation}) batches per rank")
-    # An update takes train_batch_size x world x accumulation samples: the "world" that
-    # total_steps divides max_samples by.
     total = int(setting(config, "max_steps", 0)) or settings.total_steps(
-        updates_per_epoch, world * accumulation)
+        batches_per_epoch, world)
     proportion = float(setting(config, "warmup_proportion", 0.0))
     if proportion:
         warmup, warmup_start = int(total * proportion), 0

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,18 +302,9 @@ class Trainer:
         s = self.settings
         accumulation = s.gradient_accumulation_steps
         global_batch = s.train_batch_size * self.info.world_size * accumulation
-        limits = []
-        if s.epochs:
-            limits.append(batches_per_epoch * s.epochs // accumulation)
-        if s.max_steps:
-            limits.append(s.max_steps * s.micro_batches_per_step // accumulation)
-        if s.max_samples:
-            counted = s.train_batch_size * accumulation  # samples per update, one process's
-            if s.max_samples_scope == "world":
-                counted = global_batch
-            limits.append(math.ceil(s.max_samples / counted))
         return TrainingPlan(steps_per_epoch=batches_per_epoch / accumulation,
-                            total_steps=max(1, min(limits)), global_batch_size=global_batch)
+                            total_steps=s.total_steps(batches_per_epoch, self.info.world_size),
+                            global_batch_size=global_batch)
 
     def _prepare_model(self, case: TrainingCase):
         hooks, ctx = self.hooks, self.ctx
