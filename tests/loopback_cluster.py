@@ -278,7 +278,10 @@ def main() -> int:
 def serve(alive, stop) -> None:
     """Wait while ``alive()`` holds, until Ctrl-C or SIGTERM, then ``stop()`` (a test
     cluster's command line)."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)      # stopped as by Ctrl-C
+    # SIGTERM stops it as Ctrl-C does; SIGINT set too, as it comes in ignored when the command
+    # was started with & from a script.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
     try:
         while alive():
             time.sleep(1)

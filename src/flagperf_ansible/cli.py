@@ -260,10 +260,6 @@ def cmd_results(args: argparse.Namespace) -> int:
     return _serve(args, data)
 
 
-def _interrupt(*_signal) -> None:
-    raise KeyboardInterrupt
-
-
 def _serve(args: argparse.Namespace, data: dict) -> int:
     """``results serve``: the site written once, then served until Ctrl-C or SIGTERM."""
     import functools
@@ -287,7 +283,7 @@ def _serve(args: argparse.Namespace, data: dict) -> int:
         # Ctrl-C and SIGTERM stop it, also where SIGINT came in ignored (started with & from
         # a script, where Python keeps SIGINT ignored and sets no KeyboardInterrupt).
         for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, _interrupt)
+            signal.signal(signum, signal.default_int_handler)
         host, port = server.server_address[:2]
         print(f"serving {out} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
         try:
