@@ -41,7 +41,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from flagperf_host.node_job import wait as wait_node
