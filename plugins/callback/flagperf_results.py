@@ -78,16 +78,7 @@ class CallbackModule(CallbackBase):
         if self._cleanup_armed:
             return
         self._cleanup_armed = True
-        # Ansible's SIGINT handler tells the workers and stops the run; SIGTERM goes the same way
-        # so that the round in flight is cleaned up (atexit) instead of the process just dying.
-        on_sigint = signal.getsignal(signal.SIGINT)
-
-        def terminated(_signum, frame):
-            self._interrupted = True
-            on_sigint(signal.SIGINT, frame)
-
-        if callable(on_sigint):
-            signal.signal(signal.SIGTERM, terminated)
+        self._take_signals()
         # Ansible's own errors (a recursion limit, a bad template outside a task) reach the
         # user through its display, not as a task result: keep the last one for the record.
         error = self._display.error
@@ -105,7 +96,36 @@ class CallbackModule(CallbackBase):
         self._display.error = keep_error
         atexit.register(self._at_exit)
 
+    def _take_signals(self):
+        """Ansible's SIGINT handler tells the workers and stops the run with KeyboardInterrupt;
+        SIGTERM goes the same way, so that the round in flight is cleaned up (atexit) instead of
+        the process just dying. Both are noted, as the KeyboardInterrupt can be lost: raised
+        while the interpreter runs a fork hook, it is printed and dropped, the run goes on, and
+        Ansible has already set the next Ctrl-C to kill outright. The next task raises it again
+        (``_interrupt_if_lost``)."""
+        on_sigint = signal.getsignal(signal.SIGINT)
+        if not callable(on_sigint):
+            return
+
+        def interrupted(_signum, frame):
+            self._interrupted = True
+            on_sigint(signal.SIGINT, frame)
+
+        signal.signal(signal.SIGINT, interrupted)
+        signal.signal(signal.SIGTERM, interrupted)
+
+    def _interrupt_if_lost(self):
+        if self._interrupted:
+            raise KeyboardInterrupt
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._interrupt_if_lost()
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self._interrupt_if_lost()
+
     def v2_playbook_on_play_start(self, play):
+        self._interrupt_if_lost()
         path = str(play.get_path() or "").rsplit(":", 1)[0]
         self._phase = Path(path).stem
         # The wrapper names the run in every step (site.yml's preflight hands it over below).
