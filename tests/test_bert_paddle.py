@@ -286,8 +286,9 @@ def test_two_processes_under_paddle_launch_sum_their_samples(paddle_python, tiny
     first, second = (e["value"] for e in finished)
     assert first["world_size"] == second["world_size"] == 2
     assert first["global_steps"] == second["global_steps"]
-    # 16 sequences per rank per update, two ranks: the sum over both
-    assert first["num_trained_samples"] == 2 * 16 * first["global_steps"]
+    # The profile's batch per rank per update, two ranks: the sum over both
+    assert first["num_trained_samples"] == \
+        2 * PROFILE["train_batch_size"] * first["global_steps"]
     assert first["final_mlm_accuracy"] == second["final_mlm_accuracy"]  # summed over ranks
     assert first["global_steps"] == 32 and first["converged"] is False
     ddp = [e for e in events(output) if e["event"] == "MODEL_TO_DDP"]

@@ -181,18 +181,20 @@ def check_mindspore_round(run_dir: Path) -> None:
 def check_paddle_round(run_dir: Path) -> None:
     """bert-paddle's cpu round (the pytorch bert case's shards and converted checkpoint on
     paddle): the pytorch case's events and FINISHED keys, paddle's AdamW at the profile's rate,
-    the learning rate after 16 of the 20 warmup updates (FlagPerf's LinearWarmupPolyDecay) and
-    the MLM accuracy target reached, 16 sequences an update; the model the pytorch case's of
-    the same configuration, parameter for parameter."""
+    the learning rate 16 updates into the profile's warmup (FlagPerf's LinearWarmupPolyDecay)
+    and the MLM accuracy target reached, the profile's batch an update; the model the pytorch
+    case's of the same configuration, parameter for parameter."""
+    profile = case_config("bert", "cpu", "paddle")
     _, log, config, finished = framework_round(run_dir, "bert-paddle-cpux1x1", "AdamW",
-                                               "mlm_accuracy", 16)
+                                               "mlm_accuracy", profile["train_batch_size"])
     convert = next(e["value"] for e in log if e["event"] == "CONVERT_MODEL")
-    torch_model = case_model("bert").build_model(case_config("bert", "cpu", "paddle"))
+    torch_model = case_model("bert").build_model(profile)
     assert convert["parameters"] == sum(p.numel() for p in torch_model.parameters())
     assert convert["train_samples"] == 1024
     step = next(e["value"] for e in log if e["event"] == "STEP_END")
-    assert step["global_steps"] == 16
-    assert step["learning_rate"] == pytest.approx(config["learning_rate"] * 16 / 20)
+    assert step["global_steps"] == 16 < config["warmup_steps"]
+    assert step["learning_rate"] == pytest.approx(
+        config["learning_rate"] * 16 / config["warmup_steps"])
     assert finished["converged"] is True
     assert finished["final_mlm_accuracy"] >= finished["target_mlm_accuracy"] == 0.07
 
