@@ -7,7 +7,7 @@ import json
 import pytest
 from rich.console import Console
 
-from flagperf_ansible.results.report import case_table, print_summary
+from flagperf_ansible.results.report import case_table, fmt, print_summary
 from flagperf_ansible.results.report import write_summary
 from flagperf_ansible.results.layout import mark_interrupted
 from flagperf_ansible.results.summary import build_summary
@@ -328,6 +328,27 @@ def test_the_overview_comes_first_with_counts_figures_targets_and_links(tmp_path
     page = (tmp_path / "summary.html").read_text()
     assert page.index("<h2>Overview</h2>") < page.index(f'<h2 id="case-{CASE}">')
     assert f'<a href="#case-{CASE}">' in page
+
+
+def test_a_failed_round_shows_how_far_it_got(tmp_path):
+    """No round passed: the overview shows the last round's metric against its target, and
+    says whose it is, on the console and in summary.md."""
+    make_run(tmp_path, [10.0], converged=[False], profile=CPU_PROFILE)
+    summary = write_summary(tmp_path)
+    (row,) = summary["overview"]["rows"]
+    finished = summary["cases"][0]["rounds"][0]["finished"]
+    assert row["status"] == "failed" and row["metric_of"] == "round 1 failed"
+    assert (row["metric_value"], row["target"]) == (finished["final_acc1"],
+                                                    finished["target_acc1"])
+    shown = (f"final_acc1 {fmt(row['metric_value'])} (target >= {fmt(row['target'])}) "
+             "in round 1 failed")
+    assert shown in (tmp_path / "summary.md").read_text()
+    console = Console(record=True, width=200, file=io.StringIO())
+    print_summary(summary, console)
+    assert shown in console.export_text()
+    # A passed round's means carry no such note.
+    make_run(tmp_path / "passed", [10.0])
+    assert write_summary(tmp_path / "passed")["overview"]["rows"][0]["metric_of"] is None
 
 
 def test_one_round_shows_no_statistics_that_need_two(tmp_path):

@@ -5,7 +5,9 @@ a row per case with its main figure, its metric against the target, its time and
 The main figure is the one FlagPerf puts first for the suite: a training or inference case's
 declared throughput (``contract.throughput.figure``: ``p_train``, ``p_inference_core``), a base
 case's first measured metric (``busbw`` first where the case has it, as nccl-tests reports
-it). Every value is the mean over the case's passed rounds (None where none passed).
+it). Every value is the mean over the case's passed rounds (None where none passed). Where no
+round passed, the metric and its target are the last round's that reported them, so a user
+sees how far a failed round got.
 """
 
 from __future__ import annotations
@@ -36,11 +38,22 @@ def _mean(stats: Mapping[str, Any], key: str | None) -> float | None:
     return as_number((stats.get(key) or {}).get("mean")) if key else None
 
 
+def _last_round(case: Mapping[str, Any], key: str | None) -> tuple[float | None, str | None]:
+    """The last round's FINISHED ``key`` that has one, and ``"round <k> <status>"``."""
+    for round_ in reversed(case.get("rounds") or []):
+        value = as_number((round_.get("finished") or {}).get(key)) if key else None
+        if value is not None:
+            return value, f"round {round_.get('round')} {round_.get('status')}"
+    return None, None
+
+
 def case_row(case: Mapping[str, Any]) -> dict[str, Any]:
     """The case's overview row: ``{case_id, suite, status, diagnostic, profile (its name or
     None), figure, value, unit, metric, metric_value, comparison (">=" or "<="), target,
-    time_figure, time_s, rounds_passed, rounds_planned, busy (a round was measured beside other
-    work)}``; values are means over the passed rounds, None where there is none."""
+    metric_of, time_figure, time_s, rounds_passed, rounds_planned, busy (a round was measured
+    beside other work)}``; values are means over the passed rounds, None where there is none.
+    Where no round passed, ``metric_value`` and ``target`` are the last round's that reported
+    the metric, and ``metric_of`` says which (``"round 1 failed"``); else it is None."""
     suite = case.get("suite") or "training"
     stats = case.get("stats") or {}
     figures = case.get("figures") or {}
@@ -48,6 +61,12 @@ def case_row(case: Mapping[str, Any]) -> dict[str, Any]:
     target = (case.get("contract") or {}).get("target") or {}
     metric = target.get("metric")
     time_figure = "raw_train_time" if suite == "training" else "e2e_time"
+    metric_value, target_value = _mean(stats, metric), _mean(stats, target.get("config_key"))
+    metric_of = None
+    if metric_value is None:
+        metric_value, metric_of = _last_round(case, metric)
+        if metric_of is not None and target_value is None:
+            target_value = _last_round(case, target.get("config_key"))[0]
     return {
         "case_id": case["case_id"], "suite": suite, "status": case["status"],
         "diagnostic": bool(case.get("diagnostic")),
@@ -55,8 +74,8 @@ def case_row(case: Mapping[str, Any]) -> dict[str, Any]:
         if not (case.get("profile") or {}).get("standard") else None,
         "figure": figure, "value": _mean(stats, figure),
         "unit": (figures.get(figure) or {}).get("unit", "") if figure else "",
-        "metric": metric, "metric_value": _mean(stats, metric),
-        "comparison": target.get("comparison"), "target": _mean(stats, target.get("config_key")),
+        "metric": metric, "metric_value": metric_value,
+        "comparison": target.get("comparison"), "target": target_value, "metric_of": metric_of,
         "time_figure": time_figure, "time_s": _mean(stats, time_figure),
         "rounds_passed": case.get("rounds_passed", 0),
         "rounds_planned": case.get("rounds_planned", 0),
