@@ -1,11 +1,12 @@
 # Quickstart: `make run` (the main job on the local inventory), `make test` (the test suite).
+# `make test-fast`: the fast tier alone (pure Python; tests/conftest.py TIERS), for work in progress.
 # Each installs what it needs into .venv first. `make gpu-bundle` (on a connected machine) and
 # `make gpu-check` (on a one-GPU node, its own Python and torch): README "The GPU check".
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install data gpu-check gpu-bundle
+.PHONY: run test test-fast install data gpu-check gpu-bundle
 
 install: $(VENV)/.installed
 
@@ -34,6 +35,9 @@ run: install data
 
 test: install data
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q
+
+test-fast: install data
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -m fast
 
 # The GPU check runs in the node's own Python (its torch; no .venv there): the controller's
 # packages it lacks come from gpu-bundle/, which gpu-bundle writes for that Python (3.12) from

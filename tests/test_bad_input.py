@@ -1,15 +1,17 @@
 """Malformed input, through the real command line: exit 2, one line naming the file and key,
 and nothing run.
 
-Every case writes a small inventory under ``tmp_path`` and runs ``python -m flagperf_ansible
-run`` (or ``validate``) in a subprocess, from ``tmp_path`` so files are named relative to it.
-"Nothing ran" is observed three ways: the results folder given with ``--results-dir`` is never
-created, no play started (Ansible logs each play's banner to ``ANSIBLE_LOG_PATH``:
-``test_the_observables_see_a_run_that_starts`` shows it does so for the wrapper too; the
-wrapper's own reading of the inventory through Ansible may open that log, and plays nothing),
-and ``run`` printed nothing (it announces the run before starting Ansible). The hosts sit at
-a loopback address and port nothing listens on, so a run that slipped through could not succeed
-quietly either.
+Every case writes a small inventory under its own folder and runs ``flagperf_ansible run`` (or
+``validate``) from there, so files are named relative to it. Most run in this process through
+``cli.main``, with the command's arguments, working folder and environment. A handful
+(``SUBPROCESS``) run as ``python -m flagperf_ansible`` in a process of their own, as a user
+types them. "Nothing ran" is observed three ways: the results folder given with
+``--results-dir`` is never created, no play started (for a subprocess, Ansible logs each play's
+banner to ``ANSIBLE_LOG_PATH``: ``test_the_observables_see_a_run_that_starts`` shows it does so
+for the wrapper too; the wrapper's own reading of the inventory through Ansible may open that
+log, and plays nothing), and ``run`` printed nothing (it announces the run before starting
+Ansible). The hosts sit at a loopback address and port nothing listens on, so a run that
+slipped through could not succeed quietly either.
 
 A few cases also go through ``ansible-playbook site.yml``: they stop in the controller's
 preflight play, before the host play starts.
@@ -17,6 +19,8 @@ preflight play, before the host play starts.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -431,16 +435,58 @@ def environment(base: Path, project: Path | None = None) -> dict[str, str]:
     return env
 
 
-def run_cli(base: Path, bad: Bad) -> subprocess.CompletedProcess:
+#: Corpus cases that run as a process of their own; the rest run in this one (``cli.main``).
+SUBPROCESS = {"inventory-missing", "inventory-bad-yaml", "nnodes-above-the-hosts",
+              "command-line-case-malformed", "vendor-bad-yaml", "inference-vendor-sets-a-parameter"}
+
+
+def cli_args(base: Path, bad: Bad) -> list[str]:
+    """The command's arguments after ``flagperf_ansible``, once its inventory (and project copy,
+    where the case edits one) is written under ``base``."""
     write_inventory(base, bad)
-    project = scratch_copy(base, bad.project) if bad.project else None
-    argv = [sys.executable, "-m", "flagperf_ansible", bad.command, "-i", bad.inventory]
+    args = [bad.command, "-i", bad.inventory]
     if bad.command == "run":
-        argv += list(bad.args)
+        args += list(bad.args)
         if "--results-dir" not in bad.args:
-            argv += ["--results-dir", str(base / "results")]
-    return subprocess.run(argv, cwd=base, env=environment(base, project), capture_output=True,
-                          text=True, timeout=120)
+            args += ["--results-dir", str(base / "results")]
+    return args
+
+
+def run_cli(base: Path, bad: Bad) -> subprocess.CompletedProcess:
+    """``python -m flagperf_ansible`` with the case's arguments, from ``base``."""
+    args = cli_args(base, bad)
+    project = scratch_copy(base, bad.project) if bad.project else None
+    return subprocess.run([sys.executable, "-m", "flagperf_ansible", *args], cwd=base,
+                          env=environment(base, project), capture_output=True, text=True,
+                          timeout=120)
+
+
+def run_in_process(base: Path, bad: Bad) -> subprocess.CompletedProcess:
+    """``cli.main`` with the case's arguments, from ``base`` and with its environment, its
+    output captured; this process's folder and environment are restored afterwards."""
+    from ansible.utils.display import Display
+
+    from flagperf_ansible import cli
+
+    Display()   # a singleton that patches the standard streams once: the real ones, not ours
+    args = cli_args(base, bad)
+    project = scratch_copy(base, bad.project) if bad.project else None
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_dir = dict(os.environ), os.getcwd()
+    try:
+        os.environ.clear()
+        os.environ.update(environment(base, project))
+        os.chdir(base)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(args)
+            except SystemExit as exit_:
+                code = exit_.code
+    finally:
+        os.chdir(saved_dir)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def test_the_corpus_is_large_and_ids_are_unique():
@@ -450,20 +496,27 @@ def test_the_corpus_is_large_and_ids_are_unique():
 
 @pytest.fixture(scope="module")
 def outcomes(request, tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
-    """Each selected corpus case's folder and CLI outcome, run a few at a time (every case is
-    still its own process with its own folder)."""
+    """Each selected corpus case's folder and CLI outcome: the ``SUBPROCESS`` ones a few at a
+    time, each in its own process, then the others one after another in this process."""
     selected = [item.callspec.params["bad"] for item in request.session.items
                 if getattr(item, "originalname", "") == "test_bad_input_is_one_line_exit_2_and_nothing_runs"]
 
     corpus = tmp_path_factory.mktemp("corpus")
 
-    def one(bad: Bad) -> tuple[str, tuple[Path, subprocess.CompletedProcess]]:
+    def one(bad: Bad, how) -> tuple[str, tuple[Path, subprocess.CompletedProcess]]:
         base = corpus / bad.id
         base.mkdir()
-        return bad.id, (base, run_cli(base, bad))
+        return bad.id, (base, how(base, bad))
 
+    apart = [bad for bad in selected if bad.id in SUBPROCESS]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(pool.map(one, selected))
+        found = dict(pool.map(lambda bad: one(bad, run_cli), apart))
+    found.update(one(bad, run_in_process) for bad in selected if bad.id not in SUBPROCESS)
+    return found
+
+
+def test_some_corpus_cases_run_as_processes_of_their_own():
+    assert SUBPROCESS <= {bad.id for bad in CORPUS}
 
 
 @pytest.mark.parametrize("bad", CORPUS, ids=lambda bad: bad.id)
@@ -489,7 +542,7 @@ def played(base: Path) -> bool:
     return log.is_file() and "PLAY [" in log.read_text(errors="replace")
 
 
-def test_the_observables_see_a_run_that_starts(tmp_path):
+def test_the_observables_see_a_run_that_starts(ansible_playbook, tmp_path):
     """The same invocation on good input does start Ansible and write the results folder, so
     the corpus' "nothing ran" checks can fail. Here preflight's host play stops it: nothing
     listens at the host's address (a fault, not bad input)."""
@@ -511,7 +564,7 @@ PLAYBOOK_CASES = [bad for bad in CORPUS if bad.id in {
 
 
 @pytest.mark.parametrize("bad", PLAYBOOK_CASES, ids=lambda bad: bad.id)
-def test_site_yml_stops_in_the_controller_preflight_play(tmp_path, bad):
+def test_site_yml_stops_in_the_controller_preflight_play(ansible_playbook, tmp_path, bad):
     write_inventory(tmp_path, bad)
     done = subprocess.run(
         ["ansible-playbook", str(ROOT / "site.yml"), "-i", "inv",

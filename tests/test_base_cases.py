@@ -17,6 +17,9 @@ from driver.torch.microbench import sweep_sizes
 from flagperf_ansible.config import cases
 from flagperf_ansible.results.perflog import parse_rank_log
 
+# The cases' entries run as a launch runs them, under torchrun for two ranks.
+pytestmark = pytest.mark.usefixtures("torchrun")
+
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "benchmarks" / "base"
 CASES = ("computation", "main_memory-bandwidth", "main_memory-capacity", "interconnect-h2d",

@@ -52,7 +52,7 @@ def agree(harness: list[float], independent: list[float]) -> float:
     return ratio
 
 
-def test_gemm_tflops_agree_with_a_torch_mm_timed_outside_the_harness(tmp_path):
+def test_gemm_tflops_agree_with_a_torch_mm_timed_outside_the_harness(torchrun, tmp_path):
     m, n, k, iterations = 384, 512, 256, 40
     harness, independent = [], []
     a, b = torch.randn(m, k), torch.randn(k, n)
@@ -66,7 +66,7 @@ def test_gemm_tflops_agree_with_a_torch_mm_timed_outside_the_harness(tmp_path):
     print(f"fp32 GEMM {m}x{k}x{n}: harness/independent {agree(harness, independent):.3f}")
 
 
-def test_memory_bandwidth_agrees_with_a_copy_of_known_size(tmp_path):
+def test_memory_bandwidth_agrees_with_a_copy_of_known_size(torchrun, tmp_path):
     size_mib, iterations = 32, 20
     source = torch.rand(size_mib * 2 ** 20 // 4)
     target = torch.empty_like(source)
@@ -119,7 +119,8 @@ def test_the_cases_bus_factor_is_nccl_tests():
     assert nccl_tests_busbw(10 ** 9, 1.0, 8) == 1.75
 
 
-def test_all_reduce_busbw_agrees_with_nccl_tests_formula_on_an_independent_timing(tmp_path):
+def test_all_reduce_busbw_agrees_with_nccl_tests_formula_on_an_independent_timing(torchrun,
+                                                                                 tmp_path):
     sizes = [1 << 20, 4 << 20, 16 << 20]
     done, output = run_case("interconnect-all_reduce", folder(tmp_path / "harness"), nproc=2,
                             min_bytes=sizes[0], max_bytes=sizes[-1], factor=4, warmup=3,

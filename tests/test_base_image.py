@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-import loopback_cluster
 from flagperf_ansible import cli
 from flagperf_ansible.run import base_image
 from flagperf_ansible.config.errors import ConfigError
@@ -280,18 +279,11 @@ def probe_wheel(folder: Path) -> Path:
     return wheel
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("base_image")   # the fixture; this module's base_image is the module
 def test_cpu_dockerfile_installs_from_the_index_url(tmp_path, venv_env):
     """The role builds the cpu vendor's Dockerfile (its requirements cut to one package that only
     an index served here has) with image_build_pip_index_url: pip in the build used it, and the
     image's environment does not keep it."""
-    if not engine_running():
-        unavailable("no running Docker engine here")
-    # Made here when no earlier test made it (the loopback cluster's), whatever the order.
-    if base_image.problems():
-        unavailable("cannot make flagperf-base:bookworm here: "
-                    + "; ".join(base_image.problems()))
-    loopback_cluster.ensure_base_image()
     index = tmp_path / "index"
     project = index / "simple" / "flagperf-index-probe"
     project.mkdir(parents=True)

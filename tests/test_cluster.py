@@ -20,7 +20,6 @@ import yaml
 from flagperf_ansible.run.launch import image_tag
 from flagperf_ansible.run.plan import build_plan
 
-pytestmark = pytest.mark.slow
 
 
 def left_behind(run_id: str) -> tuple[list[str], list[int]]:

@@ -24,7 +24,6 @@ import pytest
 
 from test_cluster import check_two_host_round
 
-pytestmark = pytest.mark.slow
 
 BEGIN, END = "<!-- guide:begin -->", "<!-- guide:end -->"
 

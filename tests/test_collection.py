@@ -77,7 +77,7 @@ def galaxy(*args: str, cwd: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def collection(tmp_path_factory) -> tuple[Path, Path]:
+def collection(ansible_playbook, tmp_path_factory) -> tuple[Path, Path]:
     """(the built tarball, the folder it is installed in)."""
     work = tmp_path_factory.mktemp("collection")
     galaxy("build", str(ROOT), "--output-path", str(work / "dist"), cwd=work)

@@ -93,7 +93,8 @@ def engine_problem() -> str:
 
 
 @pytest.fixture(scope="module")
-def engine():
+def engine(base_image):
+    """The Docker engine, through the SDK, and the base image the containers run."""
     problem = engine_problem()
     if problem:
         unavailable(problem + " (.ci/run starts dockerd)")

@@ -22,7 +22,6 @@ import yaml
 import loopback_cluster
 from checkout_copy import copy_checkout
 
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 

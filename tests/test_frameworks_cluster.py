@@ -30,7 +30,6 @@ from flagperf_ansible.run.launch import framework_env_name
 from checkout_copy import shorten_profiles
 from test_cluster import left_behind
 
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"resnet50-tensorflow2-cpux2x1": ("resnet50", "tensorflow2", "imagenet_tfrecord"),

@@ -42,7 +42,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def cpu_half(tmp_path_factory):
+def gpu_check_cpu_half(tmp_path_factory):
     """One run of the check on this machine: ``(process, gpu_check.json, work folder)``."""
     work = tmp_path_factory.mktemp("gpu-check")
     done = subprocess.run(
@@ -58,8 +58,8 @@ def rows_of(table: dict, part: str) -> list[dict]:
     return [row for row in table["rows"] if row["part"] == part]
 
 
-def test_without_a_gpu_each_gpu_part_says_why_and_the_cpu_half_passes(cpu_half):
-    done, table, work = cpu_half
+def test_without_a_gpu_each_gpu_part_says_why_and_the_cpu_half_passes(gpu_check_cpu_half):
+    done, table, work = gpu_check_cpu_half
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     skipped = [line for line in done.stdout.splitlines() if ": skipped: no GPU: " in line]
     assert [line.split(":", 1)[0] for line in skipped] == list(GPU_PARTS), done.stdout
@@ -77,8 +77,8 @@ def test_without_a_gpu_each_gpu_part_says_why_and_the_cpu_half_passes(cpu_half):
     assert markdown.count("\n| ") == len(table["rows"]) + 2  # the header, the rows, the total
 
 
-def test_the_cpu_half_runs_the_round_path_the_plain_loop_and_the_engine(cpu_half):
-    _, table, work = cpu_half
+def test_the_cpu_half_runs_the_round_path_the_plain_loop_and_the_engine(gpu_check_cpu_half):
+    _, table, work = gpu_check_cpu_half
     [training] = [r for r in rows_of(table, "training") if r["status"] == "passed"]
     figures = training["figures"]
     core = re.search(r"round p_core ([0-9.e+]+) img/s \((\d+) steps\)", figures)

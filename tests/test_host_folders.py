@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 import host_side
+from unavailable import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 # A host's Python, not the venv's (which another user may not be able to run).
@@ -30,8 +31,13 @@ HOST_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 # A uid and gids no account has (setpriv takes numbers): its home is $HOME.
 UID, GID, SHARED_GID = 12345, 12345, 4242
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or HOST_PYTHON is None,
-                                reason="needs root (to run the check as other users) and /usr/bin/python3")
+
+
+@pytest.fixture(autouse=True)
+def root_and_host_python():
+    """Root, to run the check as other users, and the system's Python."""
+    if os.geteuid() != 0 or HOST_PYTHON is None:
+        unavailable("needs root (to run the check as other users) and /usr/bin/python3")
 
 
 @pytest.fixture
@@ -228,10 +234,11 @@ def fatal_lines(output: str) -> list[str]:
     return lines
 
 
-@pytest.mark.skipif(shutil.which("su") is None, reason="needs su")
 def test_preflight_stops_before_prepare_when_the_workdir_is_not_writable(base, venv_env, tmp_path):
     """The local inventory, its host reached as ``nobody`` (become, method su): the one line,
     and the prepare phase never starts."""
+    if shutil.which("su") is None:
+        unavailable("needs su (util-linux)")
     locked = folder(base / "locked", 0o555)
     settings = {"flagperf_cases": ["sleep:pytorch:cpu:1:1:1"], "flagperf_clear_caches": False,
                 "flagperf_results_dir": str(tmp_path), "flagperf_workdir": f"{locked}/work",
@@ -260,7 +267,6 @@ def test_preflight_passes_for_root_with_the_local_inventory(venv_env, tmp_path):
     assert "TASK [preflight : Check the host folders the run writes" in done.stdout
 
 
-@pytest.mark.slow
 def test_the_defaults_fail_preflight_for_a_non_root_ssh_user_on_two_hosts(cluster, base, venv_env,
                                                                          tmp_path):
     """The report: two sshd hosts, the non-root ssh user flagperf-ci (group docker), runtime

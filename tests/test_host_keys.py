@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
 
 # Addresses and port of our own: other test runs on this machine use the default ones.
 PREFIX = "127.0.5."
@@ -21,7 +20,7 @@ TRUST_TASK = "Trust the key of a host the controller does not know yet"
 
 
 @pytest.fixture(scope="module")
-def keys_cluster(tmp_path_factory):
+def keys_cluster(loopback_machine, tmp_path_factory):
     """Two loopback sshd hosts (node1, node2) on 127.0.5.2-3 port 2235."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FLAGPERF_LOOPBACK_PREFIX", PREFIX)

@@ -172,7 +172,7 @@ def run_kind(base: Path, kind: str, args: list[str]) -> dict[str, subprocess.Com
 
 
 @pytest.fixture(scope="module")
-def outcomes(inventories) -> dict[str, dict[str, subprocess.CompletedProcess]]:
+def outcomes(ansible_playbook, inventories) -> dict[str, dict[str, subprocess.CompletedProcess]]:
     """Each kind's three commands; the kinds side by side (each its own folders and facts)."""
     base, kinds = inventories
     with ThreadPoolExecutor(max_workers=3) as pool:
@@ -186,7 +186,6 @@ def comparable(plan: dict) -> dict:
     return {k: v for k, v in plan.items() if k not in ("run_id", "created")}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_both_front_doors_plan_and_run_the_same(inventories, outcomes, kind):
     base, kinds = inventories

@@ -21,6 +21,7 @@ import pytest
 
 from flagperf_ansible.config.launchers import LAUNCHERS, get_launcher, launch_argv, launch_env, \
     worker_endpoints
+from unavailable import need_module
 
 ROOT = "/opt/flagperf"
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -343,10 +344,10 @@ def write_entry(tmp_path: Path, round_: dict, text: str, mode: int = 0o644) -> N
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "python"])
-def test_two_nodes_all_reduce_over_gloo(tmp_path, launcher):
+def test_two_nodes_all_reduce_over_gloo(torchrun, tmp_path, launcher):
     """Two nodes of one process each on 127.0.0.1 meet at noderank 0's port and sum their
     ranks: the argv and environment are enough for torch's env:// rendezvous."""
-    pytest.importorskip("torch")
+    need_module("torch", "pip install -e '.[local]'")
     round_ = plan_round(launcher, nodes=["127.0.0.1", "127.0.0.1"], nproc=1,
                         env={"CASE_FLAG": "seen"}, entry="benchmarks/probe/pytorch/probe.py")
     write_entry(tmp_path, round_, ALL_REDUCE)

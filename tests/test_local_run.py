@@ -1,14 +1,13 @@
-"""The main job for real, as the quickstart runs it: the base micro-benchmarks on the cpu vendor,
-then FlagPerf's training catalog (16 models: vision on the digits, detection on the coins,
-speech and language on their tiny data sets), then the inference suite's four cases (PyTorch
-against onnxruntime on the exported model), one round each on its cpu profile, local inventory,
-through the wrapper: one run, one prepare, every base figure reported, every case of the
-catalog converging for real, every inference engine within its accuracy bound. (Two hosts train for real in tests/test_cluster_guide.py.)"""
+"""The main job for real, as the quickstart runs it (conftest's ``local_run``, once per session):
+the base micro-benchmarks on the cpu vendor, then FlagPerf's training catalog (16 models: vision
+on the digits, detection on the coins, speech and language on their tiny data sets), then the
+inference suite's four cases (PyTorch against onnxruntime on the exported model), one round
+each on its cpu profile, local inventory, through the wrapper: one run, one prepare, every base
+figure reported, every case of the catalog converging for real, every inference engine within
+its accuracy bound. (Two hosts train for real in tests/test_cluster_guide.py.)"""
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -17,37 +16,9 @@ import yaml
 
 from case_model import case_config, case_model, case_module, torch_finished_keys
 from flagperf_ansible.results.perflog import parse_rank_log
-from interrupt import interrupt
+from local_job import only_run_dir, run_wrapper
 from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def local_data(project):
-    """The tiny data sets of the local inventory's cases in the checkout (`data/<format>`), as
-    the README's quickstart prepares them (`make data`; here too, for a set it has not)."""
-    inventory = yaml.safe_load((project / "inventories/local/group_vars/all.yml").read_text())
-    names = sorted({Path(c["data_dir"]).name for c in inventory["flagperf_cases"]
-                    if c.get("data_dir")})
-    assert "digits" in names and "coco2017" in names, names
-    # The Makefile's rule: a set is written again when a generator is newer than its marker.
-    newest = max(p.stat().st_mtime for p in project.glob("src/flagperf_ansible/datasets/*.py"))
-    for name in names:
-        marker = project / "data" / name / ".prepared"
-        if marker.is_file() and marker.stat().st_mtime >= newest:
-            continue
-        done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "data", "prepare", name,
-                               f"data/{name}"], cwd=project, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        marker.touch()
-    return project / "data"
-
-
-def only_run_dir(results: Path) -> Path:
-    runs = [p for p in results.iterdir() if p.name.startswith("run")]
-    assert len(runs) == 1, runs
-    return runs[0]
 
 
 def monitors_left(run_id: str) -> list[int]:
@@ -303,42 +274,32 @@ def check_page_in_a_browser(run_dir: Path, scratch: Path) -> None:
     print("screenshot: " + str(screenshot(run_dir / "summary.html", scratch / "summary-top.png")))
 
 
-def run_wrapper(*args: str, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
-    """``flagperf_ansible run ARGS``'s outcome. Past ``timeout`` seconds the run is interrupted
-    as Ctrl-C does (the round in flight stopped and kept, nothing left running, which killing
-    the wrapper would not ensure) and the test fails with the run's last output."""
-    argv = [sys.executable, "-m", "flagperf_ansible", "run", *args]
-    process = subprocess.Popen(argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stdout, stderr, _ = interrupt(process, 300)
-        pytest.fail(f"the run took over {timeout:g} s and was interrupted:\n"
-                    f"{stdout[-3000:]}{stderr[-3000:]}")
-    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
-
-
-def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, local_data,
-                                                                     tmp_path, venv_env):
-    done = run_wrapper("-i", "inventories/local", "--results-dir", str(tmp_path),
-                       cwd=project, env=venv_env, timeout=3600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    run_dir = only_run_dir(tmp_path)
-    summary = json.loads((run_dir / "summary.json").read_text())
+@pytest.fixture(scope="module")
+def summary(local_run) -> dict:
+    """The local run's summary.json, once its cases are those of the inventory in order."""
+    summary = json.loads((local_run.run_dir / "summary.json").read_text())
     assert summary["status"] == "passed"
     base_ids = [f"{m}-pytorch-base-cpux1x{n}" for m, n in BASE.items()]
     inference_ids = [f"{m}-pytorch-inference-cpux1x1" for m in INFERENCE]
     assert [c["case_id"] for c in summary["cases"]] == base_ids + [
         f"{m}-pytorch-cpux1x1" for m in CATALOG] + [
         f"{m}-{f}-cpux1x1" for m, f in FRAMEWORKS] + inference_ids
+    return summary
+
+
+def test_the_base_suite_reports_every_figure(local_run, summary):
+    run_dir = local_run.run_dir
     print("\nbase micro-benchmarks on the cpu vendor, one round each:")
     for case in summary["cases"][:len(BASE)]:
         check_base_case(run_dir, case)
     text = (run_dir / "summary.md").read_text()
     assert "Message-size sweep" in text and "How each figure is derived:" in text
     assert (run_dir / "summary.html").read_text().count('alt="bandwidth vs message size"') == 4
-    print("cpu profiles, one round each (training time to target, p_whole):")
+
+
+def test_every_training_case_converges_beyond_its_baselines(local_run, summary):
+    run_dir, done = local_run.run_dir, local_run.done
+    print("\ncpu profiles, one round each (training time to target, p_whole):")
     trained = []
     for case in summary["cases"][len(BASE):len(BASE) + len(CATALOG) + len(FRAMEWORKS)]:
         assert [r["status"] for r in case["rounds"]] == ["passed"]
@@ -356,12 +317,15 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     print(f"each target against the untrained model and an input-blind predictor ({SPREADS} "
           "spreads needed):")
     check_baselines(trained)
+    bit = json.loads((run_dir / "bigtransfer-pytorch-cpux1x1/round1/round.json").read_text())
+    assert bit["profile"]["checkpoint"]["path"] == "BiT-R14x1-random.npz"
+
+
+def test_the_other_frameworks_train_side_by_side_with_pytorch(local_run, summary):
+    run_dir = local_run.run_dir
     check_tensorflow_round(run_dir)
     check_mindspore_round(run_dir)
     check_paddle_round(run_dir)
-    print("inference, cpu profiles through onnxruntime, one round each:")
-    for case in summary["cases"][-len(INFERENCE):]:
-        check_inference_round(run_dir, case)
     # resnet50 on PyTorch, TensorFlow 2 and MindSpore side by side: the same figures in one table.
     (resnet50,) = [g for g in summary["frameworks"] if g["model"] == "resnet50"]
     assert [r["framework"] for r in resnet50["rows"]] == ["pytorch", "tensorflow2", "mindspore"]
@@ -369,12 +333,21 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     for row in resnet50["rows"]:
         assert row["status"] == "passed" and row["means"]["final_acc1"] > 0, row
         assert row["means"]["p_core"] >= row["means"]["p_whole"] > 0, row
+    text = (run_dir / "summary.md").read_text()
     assert "## Frameworks side by side: resnet50 (training, cpux1x1, cpu profile)" in text
-    print("resnet50 across frameworks (means): " + "; ".join(
+    print("\nresnet50 across frameworks (means): " + "; ".join(
         f"{r['framework']} final_acc1 {r['means']['final_acc1']:.4g} %, "
         f"p_train {r['means']['p_train']:.4g} images/s" for r in resnet50["rows"]))
-    bit = json.loads((run_dir / "bigtransfer-pytorch-cpux1x1/round1/round.json").read_text())
-    assert bit["profile"]["checkpoint"]["path"] == "BiT-R14x1-random.npz"
+
+
+def test_every_inference_engine_is_within_its_bound(local_run, summary):
+    print("\ninference, cpu profiles through onnxruntime, one round each:")
+    for case in summary["cases"][-len(INFERENCE):]:
+        check_inference_round(local_run.run_dir, case)
+
+
+def test_the_report_reads_in_a_console_and_a_browser(local_run, summary, chromium, tmp_path):
+    run_dir = local_run.run_dir
     markdown = (run_dir / "summary.md").read_text()
     # One round each: the statistics table, no mean/std rows repeating the round.
     assert "Statistics over the passed rounds:" in markdown
@@ -384,20 +357,24 @@ def test_wrapper_runs_the_base_suite_and_the_training_catalog_on_cpu(project, lo
     assert f"**{total}/{total} passed: base {len(BASE)}/{len(BASE)}, " in markdown
     check_console_widths(summary)
     check_page_in_a_browser(run_dir, tmp_path)
-    assert monitors_left(run_dir.name) == []
 
 
-def test_run_takes_one_case_with_its_data_from_the_command_line(project, local_data, tmp_path,
-                                                                venv_env):
+def test_no_monitor_is_left_running(local_run):
+    assert monitors_left(local_run.run_dir.name) == []
+
+
+def test_run_takes_one_case_with_its_data_from_the_command_line(project, tmp_path, venv_env):
     """``run --case SPEC=DATA_DIR`` in the suite form that ``cases`` lists: that case alone,
-    on that data, instead of the inventory's 30."""
+    on that data, instead of the inventory's 30 (a base case: the local run has every round's
+    figures)."""
     done = run_wrapper("-i", "inventories/local", "--case",
-                       "resnet50:pytorch:inference:cpu:1:1:1=data/digits",
+                       "main_memory-bandwidth:pytorch:base:cpu:1:1:1=data/digits",
                        "--results-dir", str(tmp_path), cwd=project, env=venv_env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert [c["case_id"] for c in summary["cases"]] == ["resnet50-pytorch-inference-cpux1x1"]
+    assert [c["case_id"] for c in summary["cases"]] == [
+        "main_memory-bandwidth-pytorch-base-cpux1x1"]
     (case,) = summary["cases"]
     assert case["status"] == "passed" and case["spec"]["data_dir"] == "data/digits"
-    assert "resnet50-pytorch-inference-cpux1x1: passed (profile cpu);" in done.stdout
+    assert "main_memory-bandwidth-pytorch-base-cpux1x1: passed (profile cpu);" in done.stdout

@@ -8,6 +8,7 @@ from flagperf_ansible.config.cases import load_case
 from flagperf_ansible.config.errors import ConfigError
 from flagperf_ansible.results.mfu import flops_per_unit, round_mfu
 from test_validation import GOOD_CASE, plan_for
+from unavailable import need_module
 
 A100_CASE = {**GOOD_CASE, "hardware": "A100", "nproc_per_node": 8}
 
@@ -90,7 +91,7 @@ def test_declared_flops_match_torch_flop_counter_on_the_case_model(project):
     """The declared count is checked against torch's own counter on this case's model (at the
     cpu profile's 32x32 and 10 classes, so it is cheap): training = 3 x forward, within 1 %.
     (tests/test_vision_catalog.py checks every vision case at its standard size.)"""
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "pip install -e '.[local]'")
     from torch.utils.flop_counter import FlopCounterMode
 
     model = case_model("resnet50").build_model({"zero_init_residual": False}, 10).eval()

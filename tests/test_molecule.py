@@ -11,27 +11,16 @@ from pathlib import Path
 
 import pytest
 
-import loopback_cluster
-from unavailable import unavailable
-
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted(p.parent.name for p in ROOT.glob("molecule/*/molecule.yml"))
 STEPS = ("create", "prepare", "converge", "idempotence", "verify", "destroy")
 
 
 @pytest.fixture(scope="module")
-def molecule():
+def molecule(base_image):
     """The molecule executable, once the Docker engine and the base image are there."""
-    if shutil.which("docker") is None or subprocess.run(
-            ["docker", "info"], capture_output=True).returncode != 0:
-        unavailable("no running Docker engine here")
     found = shutil.which("molecule", path=str(Path(sys.executable).parent)) or shutil.which("molecule")
     assert found, "molecule is a test dependency (pip install -e '.[test]')"
-    if subprocess.run(["docker", "image", "inspect", loopback_cluster.BASE_IMAGE],
-                      capture_output=True).returncode != 0:
-        if os.geteuid() != 0 or shutil.which("debootstrap") is None:
-            unavailable(f"no {loopback_cluster.BASE_IMAGE} image, and no root with debootstrap to make it")
-        loopback_cluster.ensure_base_image()
     return found
 
 

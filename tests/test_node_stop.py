@@ -102,7 +102,7 @@ def assert_node_ended(out: Path, workers: list[int]) -> None:
     assert all(gone(w) for w in workers)
 
 
-def test_stop_ends_torchrun_and_its_workers_gracefully(tmp_path):
+def test_stop_ends_torchrun_and_its_workers_gracefully(torchrun, tmp_path):
     out = tmp_path / "node"
     try:
         out, workers = start_torchrun(tmp_path, "term", 60)
@@ -117,7 +117,7 @@ def test_stop_ends_torchrun_and_its_workers_gracefully(tmp_path):
         cleanup(out)
 
 
-def test_the_timeout_ends_torchrun_and_its_workers(tmp_path):
+def test_the_timeout_ends_torchrun_and_its_workers(torchrun, tmp_path):
     out = tmp_path / "node"
     try:
         out, workers = start_torchrun(tmp_path, "term", 8)
@@ -133,7 +133,7 @@ def test_the_timeout_ends_torchrun_and_its_workers(tmp_path):
         cleanup(out)
 
 
-def test_workers_that_ignore_sigterm_are_killed_after_the_grace(tmp_path):
+def test_workers_that_ignore_sigterm_are_killed_after_the_grace(torchrun, tmp_path):
     out = tmp_path / "node"
     try:
         out, workers = start_torchrun(tmp_path, "ignore", 60)

@@ -145,7 +145,7 @@ def test_controller_commands_run_without_the_benchmark_side(blocked_env, tmp_pat
     assert attempts(blocked_env) == ""
 
 
-def test_check_mode_site_runs_without_the_benchmark_side(blocked_env, tmp_path):
+def test_check_mode_site_runs_without_the_benchmark_side(ansible_playbook, blocked_env, tmp_path):
     """The whole of site.yml in check mode (filters, callback, actions, every role) in Pythons
     that cannot import the benchmark side."""
     done = subprocess.run(

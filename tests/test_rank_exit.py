@@ -73,7 +73,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_two_node_ranks_free_their_group_and_end_after_finished(project, tmp_path):
+def test_two_node_ranks_free_their_group_and_end_after_finished(torchrun, project, tmp_path):
     data = write_images(tmp_path / "data")
     spec = CaseSpec(model="resnet50", framework="pytorch", hardware="cpu", nnodes=2,
                     nproc_per_node=1)

@@ -21,7 +21,7 @@ def monitor_files(node_dir, seconds=12):
                              0, 0, "", 0.1])
 
 
-def test_the_page_opens_on_the_overview_and_fits_1400_px(tmp_path):
+def test_the_page_opens_on_the_overview_and_fits_1400_px(chromium, tmp_path):
     run = make_run(tmp_path / "run", [10.0, 11.0], profile=CPU_PROFILE)
     for number in (1, 2):
         node = run / CASE / f"round{number}" / "h1_noderank0"

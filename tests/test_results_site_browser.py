@@ -29,7 +29,7 @@ def site(tmp_path_factory, results_sources):
 
 
 @pytest.fixture(scope="module")
-def page(site, tmp_path_factory):
+def page(site, chromium, tmp_path_factory):
     with DevTools(tmp_path_factory.mktemp("profile"), width=1400, height=1000) as browser:
         browser.open(site.as_uri())
         yield browser

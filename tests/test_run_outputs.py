@@ -23,7 +23,7 @@ def schema(name):
 
 
 @pytest.fixture(scope="module")
-def masked_run(tmp_path_factory, project):
+def masked_run(ansible_playbook, tmp_path_factory, project):
     """One run of sleep:pytorch:cpu:1:1:3 by ansible-playbook site.yml, flagperf_mask_hosts on."""
     import os
 

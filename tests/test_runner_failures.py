@@ -56,7 +56,7 @@ FAILING_TASKS = """
 
 
 @pytest.fixture(scope="module")
-def failed_events(tmp_path_factory) -> dict[str, dict]:
+def failed_events(ansible_playbook, tmp_path_factory) -> dict[str, dict]:
     """``runner_on_failed`` event data of each task of FAILING_TASKS, by task name, as
     ansible-runner hands them to an event handler."""
     import ansible_runner
@@ -113,7 +113,8 @@ def test_an_unreachable_host_says_why():
     assert failure_lines(data) == ["node2: Failed to connect to the host via ssh: timed out"]
 
 
-def test_the_wrapper_shows_the_failed_task_with_its_reason_and_keeps_the_steps_output(tmp_path):
+def test_the_wrapper_shows_the_failed_task_with_its_reason_and_keeps_the_steps_output(
+        ansible_playbook, tmp_path):
     """Stale folders where deploy puts case files (preflight checks the folders it makes, not
     what lies in them): its unpack fails, and the wrapper names the task and tar's reason."""
     root = tmp_path / "root"

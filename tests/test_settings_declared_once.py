@@ -122,14 +122,14 @@ def _play(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_ansible_accepts_the_argument_spec(tmp_path):
+def test_ansible_accepts_the_argument_spec(ansible_playbook, tmp_path):
     done = _play(tmp_path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "Validating arguments against arg spec 'main'" in done.stdout
     assert "port=29500 known_hosts=~/.ssh/known_hosts" in done.stdout
 
 
-def test_ansible_rejects_a_wrong_type(tmp_path):
+def test_ansible_rejects_a_wrong_type(ansible_playbook, tmp_path):
     done = _play(tmp_path, "-e", "flagperf_master_port=notanumber")
     output = done.stdout + done.stderr
     assert done.returncode != 0, output[-4000:]

@@ -38,7 +38,6 @@ import yaml
 import loopback_cluster
 import slurm_cluster
 
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The files of an ssh round's node folder, runtime none (tests/test_cluster.py's round adds
@@ -56,7 +55,7 @@ SLEEP = {"model": "sleep", "framework": "pytorch", "hardware": "cpu", "nnodes": 
 
 
 @pytest.fixture(scope="session")
-def slurm():
+def slurm(slurm_machine):
     """The Slurm cluster, once per session."""
     cluster = slurm_cluster.start_for_test()
     yield cluster

@@ -109,7 +109,7 @@ def spec(model: str, suite: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def suites_run(tmp_path_factory):
+def suites_run(ansible_playbook, tmp_path_factory):
     """validate, then one run of the four cases (one inference case misses its bound)."""
     base = tmp_path_factory.mktemp("suites")
     project = copy_checkout(base / "project")

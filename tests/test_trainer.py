@@ -317,19 +317,6 @@ def test_a_batch_sampler_makes_the_training_batches():
     assert seen == [8] and (done["global_steps"], done["num_trained_samples"]) == (2, 16)
 
 
-def fp16_autocast_runs_on_cpu() -> bool:
-    try:
-        with torch.autocast("cpu", dtype=torch.float16):
-            out = torch.nn.Linear(4, 1)(torch.randn(2, 4))
-        scaler = torch.amp.GradScaler("cpu")
-        scaler.scale(out.float().sum()).backward()
-        return out.dtype == torch.float16
-    except (RuntimeError, TypeError, ValueError):
-        return False
-
-
-@pytest.mark.skipif(not fp16_autocast_runs_on_cpu(),
-                    reason="this torch build has no fp16 autocast or GradScaler on the CPU")
 def test_fp16_trains_through_the_grad_scaler_which_skips_overflowing_steps():
     fp16 = Regression()
     events = train({"epochs": 20, "precision": "fp16", "stop_at_target": True}, fp16.case)

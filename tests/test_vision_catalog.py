@@ -28,6 +28,7 @@ from driver.torch.optimizers import make_optimizer
 from driver.torch.trainer import Trainer, TrainingCase, TrainingPlan
 from flagperf_ansible.config.cases import load_case, profile_of
 from flagperf_ansible.results.mfu import flops_per_unit
+from unavailable import need_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +81,7 @@ def test_standard_model_has_the_published_parameter_count(model):
 
 
 def test_bigtransfer_model_is_timms_resnetv2_152x2_bit():
-    timm = pytest.importorskip("timm")
+    timm = need_module("timm", "pip install -e '.[local]'")
     with torch.device("meta"):
         reference = timm.create_model("resnetv2_152x2_bit", pretrained=False)
     model = meta_model("bigtransfer", standard_params("bigtransfer"))

@@ -14,3 +14,13 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(f"CI must provide what this test needs: {reason}")
     pytest.skip(reason)
+
+
+def need_module(name: str, how: str):
+    """The module ``name``, imported; else ``unavailable`` with ``how`` to get it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        unavailable(f"no {name} here ({error}); {how}")
