@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import loopback_cluster  # noqa: E402
 import slurm_cluster  # noqa: E402
+from flagperf_ansible.config.launchers import case_path, case_script  # noqa: E402
 
 CASE = "sleep-pytorch-cpux2x1"
 
@@ -59,21 +60,23 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float
     return wall, done.stdout
 
 
-def bare_srun(root: Path, config: dict, slurm, folder: Path, port: int) -> tuple[float, float]:
-    """One bare srun of the case on both nodes as the ssh user, the code as prepare shipped it
-    to ``root``, its output under ``folder`` (the user's); (wall s, e2e_time s)."""
+def bare_srun(root: Path, round_: dict, slurm, folder: Path, port: int) -> tuple[float, float]:
+    """One bare srun of the planned ``round_``'s case on both nodes as the ssh user, the code as
+    prepare shipped it to ``root``, its output under ``folder`` (the user's); (wall s, e2e_time
+    s). The case's command and ``PYTHONPATH`` are the launcher's (``config.launchers``)."""
     user = loopback_cluster.USER
     out = folder / f"bare-{time.monotonic_ns()}"
     out.mkdir(parents=True)
-    (out / "config.yaml").write_text(json.dumps(config))
+    (out / "config.yaml").write_text(json.dumps(round_["config"]))
     for path in (folder, out, out / "config.yaml"):
         shutil.chown(path, user)
-    entry = root / "benchmarks/sleep/pytorch/run_sleep.py"
+    command = " ".join(case_script(round_, str(root)))
     # The python launcher's environment (flagperf_ansible.config.launchers.Node.rank_env).
     script = ('export RANK=$SLURM_NODEID LOCAL_RANK=0 WORLD_SIZE=2 PYTHONUNBUFFERED=1 '
-              f'MASTER_PORT={port} MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1); '
-              f'mkdir -p {out}/n$SLURM_NODEID && exec /usr/bin/python3 {entry} --config {out}/config.yaml '
-              f'--output_dir {out}/n$SLURM_NODEID --data_dir /tmp')
+              f'PYTHONPATH={":".join(case_path(round_, str(root)))} MASTER_PORT={port} '
+              'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1); '
+              f'mkdir -p {out}/n$SLURM_NODEID && exec /usr/bin/python3 {command} '
+              f'--config {out}/config.yaml --output_dir {out}/n$SLURM_NODEID --data_dir /tmp')
     env = {**slurm.env, "HOME": str(Path("~" + user).expanduser())}
     wall, _ = timed(["runuser", "-u", user, "--", "srun", "--nodes=2", "--ntasks-per-node=1",
                      f"--partition={slurm_cluster.PARTITION}", "sh", "-c", script], env, cwd=out)
@@ -124,10 +127,10 @@ def main() -> int:
             timed([base[0], playbook, *base[1:]], env, cwd=project)
         run_dir = state / "results" / run_id
         plan = json.loads((run_dir / "plan.json").read_text())
-        config = plan["rounds"][0]["config"]
+        round_ = plan["rounds"][0]
         bare, ours, in_job, queued, e2e_bare, e2e_ours = [], [], [], [], [], []
         for number in range(1, args.repeat + 1):
-            wall, e2e = bare_srun(home / "flagperf", config, slurm, home / "bare", port)
+            wall, e2e = bare_srun(home / "flagperf", round_, slurm, home / "bare", port)
             bare.append(wall)
             e2e_bare.append(e2e)
             wall, _ = timed([base[0], "playbooks/rounds.yml", *base[1:], "-e",
