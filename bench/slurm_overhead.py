@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
@@ -102,9 +104,12 @@ def main() -> int:
     from checkout_copy import copy_checkout
 
     copy_checkout(project)
-    config_dir = project / "vendors/cpu/sleep-pytorch/config"
-    config_dir.mkdir(parents=True, exist_ok=True)
-    (config_dir / "cpux2x1.yaml").write_text(json.dumps({"duration": args.duration}))
+    standard = yaml.safe_load((project / "benchmarks/sleep/pytorch/config/standard.yaml")
+                              .read_text())["params"]
+    if args.duration != standard["duration"]:   # an override equal to the standard is refused
+        config_dir = project / "vendors/cpu/sleep-pytorch/config"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        (config_dir / "cpux2x1.yaml").write_text(json.dumps({"duration": args.duration}))
     slurm = slurm_cluster.start()
     login = None
     port = 29621
