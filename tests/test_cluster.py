@@ -14,12 +14,10 @@ from pathlib import Path
 
 import loopback_cluster
 import psutil
-import pytest
 import yaml
 
 from flagperf_ansible.run.launch import image_tag
 from flagperf_ansible.run.plan import build_plan
-
 
 
 def left_behind(run_id: str) -> tuple[list[str], list[int]]:

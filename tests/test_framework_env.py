@@ -18,7 +18,6 @@ from flagperf_ansible.run.launch import framework_env_name
 from flagperf_ansible.run.plan import build_plan
 
 
-
 def make(path: Path, requirements: Path) -> subprocess.CompletedProcess:
     return subprocess.run([*host_side.command("framework_env", python=sys.executable), "--path", str(path),
                            "--requirements", str(requirements)], capture_output=True, text=True,

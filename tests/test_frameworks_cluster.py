@@ -1,9 +1,11 @@
 """Frameworks other than PyTorch across two hosts: resnet50 on TensorFlow 2 (one worker per node,
 TF_CONFIG, MultiWorkerMirroredStrategy) and bert on PaddlePaddle (paddle.distributed.launch) on
 the loopback cluster's two sshd hosts with container runtime none, through the wrapper. Prepare
-makes each framework's environment on the hosts from the cpu vendor's requirements (once: the
-hosts share this machine's file system), and each node runs its case in it with every node's
-address from the round. Then a paddle round in the cpu vendor's paddle image (runtime docker).
+finds each framework's environment on the hosts, where the ssh user's workdir keeps it, and each
+node runs its case in it with every node's address from the round. The environments are the
+ones the local run and the framework tests use (conftest's ``framework_python``), linked there:
+each is built once per machine, and ``test_framework_env`` shows prepare's making of one. Then a
+paddle round in the cpu vendor's paddle image (runtime docker).
 
 What the two-host rounds prove is the distribution (two hosts, the framework's launcher, every
 rank's samples summed), not the cpu profile's convergence, which the local run trains
@@ -22,7 +24,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 import loopback_cluster
@@ -59,7 +60,24 @@ def checkout_copy(target: Path, edits: dict[str, dict]) -> Path:
     return shorten_profiles(target, edits)
 
 
-def test_tensorflow2_and_paddle_rounds_span_two_hosts(cluster, tmp_path, venv_env):
+def share_environments(framework_python, workdir: Path) -> None:
+    """The frameworks' environments of ``framework_python``, linked into ``workdir/envs``
+    under the names a plan gives them, for the ssh user to find (read-only) there."""
+    user = pwd.getpwnam(loopback_cluster.USER)
+    envs = workdir / "envs"
+    for folder in (workdir, envs):
+        folder.mkdir(exist_ok=True)
+        os.chown(folder, user.pw_uid, user.pw_gid)
+    for _, framework, _ in CASES.values():
+        made = framework_python(framework).parent.parent
+        assert made.name == framework_env_name(ROOT, "cpu", framework, [])
+        link = envs / made.name
+        if not link.exists():
+            link.symlink_to(made)
+
+
+def test_tensorflow2_and_paddle_rounds_span_two_hosts(cluster, framework_python, tmp_path,
+                                                      venv_env):
     # flagperf_python (the hosts' /usr/bin/python3) has neither framework: a passing round ran
     # in the framework's environment.
     for module in ("tensorflow", "paddle"):
@@ -79,6 +97,7 @@ def test_tensorflow2_and_paddle_rounds_span_two_hosts(cluster, tmp_path, venv_en
     settings_file = inventory / "group_vars" / "all.yml"
     settings = yaml.safe_load(settings_file.read_text())
     settings["flagperf_container_runtime"] = "none"
+    share_environments(framework_python, Path(settings["flagperf_workdir"]))
     settings["flagperf_cases"] = [
         {"model": model, "framework": framework, "hardware": "cpu", "nnodes": 2,
          "nproc_per_node": 1, "repeat": 1, "timeout": 900, "data_dir": str(data / data_format)}

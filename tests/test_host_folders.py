@@ -32,7 +32,6 @@ HOST_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 UID, GID, SHARED_GID = 12345, 12345, 4242
 
 
-
 @pytest.fixture(autouse=True)
 def root_and_host_python():
     """Root, to run the check as other users, and the system's Python."""

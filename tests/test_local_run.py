@@ -20,7 +20,6 @@ from local_job import only_run_dir, run_wrapper
 from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE
 
 
-
 def monitors_left(run_id: str) -> list[int]:
     return [p.pid for p in psutil.process_iter(["cmdline"])
             if any("sys_monitor" in a for a in p.info["cmdline"] or [])
