@@ -42,7 +42,8 @@ TIERS = {
 
 
 #: Modules that time work against other work on the same cores: they run after the local run,
-#: which trains on every core meanwhile (tests/local_job.py).
+#: which trains on every core meanwhile (tests/local_job.py), and wait for its end
+#: (``local_run_finished``).
 AFTER_THE_LOCAL_RUN = {"test_base_figures.py"}
 
 
@@ -52,9 +53,10 @@ def pytest_collection_modifyitems(config, items):
         tier = next((name for name, fixtures in TIERS.items() if used & fixtures), "fast")
         item.add_marker(getattr(pytest.mark, tier))
     # Last, whole modules at a time (a module's fixtures are set up once): the modules whose
-    # tests read the local run, started with the session, and those that time work.
+    # tests read the local run, started with the session, then those that time work.
     readers = {item.path for item in items if "local_run" in item.fixturenames}
-    items.sort(key=lambda item: item.path in readers or item.path.name in AFTER_THE_LOCAL_RUN)
+    items.sort(key=lambda item: 2 if item.path.name in AFTER_THE_LOCAL_RUN
+               else int(item.path in readers))
 
 
 @pytest.fixture(scope="session")
@@ -226,6 +228,14 @@ def local_run_started(request, tmp_path_factory):
     job = local_job.Background(ROOT, tmp_path_factory.mktemp("local-run"), ansible_env())
     yield job
     job.stop()
+
+
+@pytest.fixture(scope="session")
+def local_run_finished(local_run_started) -> None:
+    """The local run started with the session has ended (it is not judged here): the cores are
+    this test's."""
+    if local_run_started is not None:
+        local_run_started.wait()
 
 
 @pytest.fixture(scope="session")

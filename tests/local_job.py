@@ -92,17 +92,21 @@ class Background:
         self.started = time.monotonic()
         self.outcome: LocalRun | None = None
 
+    def wait(self) -> None:
+        """Return once the run ended. Past ``timeout`` seconds from its start it is interrupted
+        as Ctrl-C does, and the test fails with its last output."""
+        left = self.timeout - (time.monotonic() - self.started)
+        try:
+            self.process.wait(timeout=max(left, 1))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            pytest.fail(f"the local run took over {self.timeout:g} s and was interrupted:\n"
+                        f"{self.out.read_text()[-3000:]}{self.err.read_text()[-3000:]}")
+
     def result(self) -> LocalRun:
-        """The run, once it ended; it must have exited 0. Past ``timeout`` seconds from its
-        start it is interrupted as Ctrl-C does, and the test fails with its last output."""
+        """The run, once it ended (``wait``); it must have exited 0."""
         if self.outcome is None:
-            left = self.timeout - (time.monotonic() - self.started)
-            try:
-                self.process.wait(timeout=max(left, 1))
-            except subprocess.TimeoutExpired:
-                self.stop()
-                pytest.fail(f"the local run took over {self.timeout:g} s and was interrupted:\n"
-                            f"{self.out.read_text()[-3000:]}{self.err.read_text()[-3000:]}")
+            self.wait()
             done = subprocess.CompletedProcess(self.argv, self.process.returncode,
                                                self.out.read_text(), self.err.read_text())
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -19,9 +19,14 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from test_base_cases import BASE, finished, run_case
+
+# The timings are paired with timings of the same work here: the cores must not be shared with
+# the local run, which starts with the session.
+pytestmark = pytest.mark.usefixtures("local_run_finished")
 
 #: The harness's figure over the independent one must lie within [1 / TOLERANCE, TOLERANCE].
 TOLERANCE = 1.5
