@@ -8,7 +8,6 @@ that time work against other work, run last (conftest's ``pytest_collection_modi
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -117,9 +116,4 @@ class Background:
         """Ctrl-C to a run still going (its round stopped and kept, nothing left running),
         killed if it has not ended 300 s later."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=300)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            interrupt(self.process, 300)
