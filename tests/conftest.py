@@ -41,10 +41,12 @@ TIERS = {
 }
 
 
-#: Modules that time work against other work on the same cores: they run after the local run,
-#: which trains on every core meanwhile (tests/local_job.py), and wait for its end
-#: (``local_run_finished``).
-AFTER_THE_LOCAL_RUN = {"test_base_figures.py"}
+#: Modules that run after the local run, which trains on every core meanwhile
+#: (tests/local_job.py), and wait for its end (``local_run_finished``): those that time work
+#: against other work, and the fault tests, whose signals land in ansible-core's own windows
+#: more often on a loaded machine (a SIGINT between rounds once ended ansible-playbook with
+#: "process object is closed", exit 250).
+AFTER_THE_LOCAL_RUN = {"test_base_figures.py", "test_faults.py"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -28,6 +28,19 @@ from test_base_cases import BASE, finished, run_case
 # the local run, which starts with the session.
 pytestmark = pytest.mark.usefixtures("local_run_finished")
 
+
+@pytest.fixture(scope="module", autouse=True)
+def threads_of_a_fresh_process():
+    """torch's intra-op threads as a fresh process has them (the harness's), set in this one for
+    the independent timings: a case trained in this process earlier may have changed them."""
+    probe = "import torch; print(torch.get_num_threads())"
+    fresh = int(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                               check=True).stdout)
+    before = torch.get_num_threads()
+    torch.set_num_threads(fresh)
+    yield fresh
+    torch.set_num_threads(before)
+
 #: The harness's figure over the independent one must lie within [1 / TOLERANCE, TOLERANCE].
 TOLERANCE = 1.5
 #: Paired measurements whose median ratio is judged.

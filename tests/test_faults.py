@@ -22,6 +22,9 @@ import yaml
 import loopback_cluster
 from checkout_copy import copy_checkout
 
+# Signals and timeouts on a machine that is not training the local run meanwhile.
+pytestmark = pytest.mark.usefixtures("local_run_finished")
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
