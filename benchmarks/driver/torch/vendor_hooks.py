@@ -134,11 +134,31 @@ class VendorHooks:
         return "vendor" if hook in self.vendor else "default"
 
 
-def adapter_path(model: str, vendor_dir: str | os.PathLike | None) -> Path | None:
-    """``<vendor_dir>/<model>-pytorch/extern/adapter.py``, or None without a vendor folder."""
+def adapter_path(model: str, vendor_dir: str | os.PathLike | None,
+                 framework: str = FRAMEWORK) -> Path | None:
+    """``<vendor_dir>/<model>-<framework>/extern/adapter.py``, or None without a vendor
+    folder."""
     if not vendor_dir:
         return None
-    return Path(vendor_dir) / f"{model}-{FRAMEWORK}" / "extern" / "adapter.py"
+    return Path(vendor_dir) / f"{model}-{framework}" / "extern" / "adapter.py"
+
+
+def import_adapter(path: Path, name: str) -> Any:
+    """The adapter module at ``path``, imported as ``name`` and kept in ``sys.modules`` (so
+    that its functions pickle, e.g. to loader workers).
+
+    Raises:
+        Exception: whatever importing the adapter raises.
+    """
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[spec.name]
+        raise
+    return module
 
 
 def load_vendor_hooks(model: str, vendor_dir: str | os.PathLike | None = None,
@@ -163,14 +183,7 @@ def load_vendor_hooks(model: str, vendor_dir: str | os.PathLike | None = None,
         raise FileNotFoundError(f"{VENDOR_DIR_ENV}={vendor_dir}: no such vendor folder")
     if not path.is_file():
         return VendorHooks()
-    spec = importlib.util.spec_from_file_location(f"flagperf_vendor_adapter_{model}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # so that its functions pickle (e.g. to loader workers)
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[spec.name]
-        raise
+    module = import_adapter(path, f"flagperf_vendor_adapter_{model}")
     found = {}
     for name in HOOKS:
         hook = getattr(module, name, None)
