@@ -9,7 +9,9 @@ Layout (megatron/core/datasets/indexed_dataset.py, ``_IndexWriter``; Megatron-LM
     sequence lengths (S x int32), sequence byte pointers (S x int64),
     document indices (D x int64: sequence numbers, 0 first and S last, so D is documents + 1)
 
-The ``.bin`` file holds the tokens of every sequence back to back in the dtype of the code.
+The ``.bin`` file holds the tokens of every sequence back to back in the dtype of the code. A
+multimodal index (int8 sequence modes after the document indices) is no GPT case's: its size
+does not match.
 """
 
 import array
