@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 # The tiny data sets of the local inventory's cases, one folder per format (`digits`: ImageNet's
 # layout), with the cpu profiles' checkpoints that `data prepare` writes beside them; written
 # again when a generator changes.
-SETS := digits coco2017 librispeech ljspeech mlperf_bert_hdf5 wmt14_en_de_fairseq cpm_text glm_record_hdf5 bert_eval_text imagenet_tfrecord
+SETS := digits coco2017 librispeech ljspeech mlperf_bert_hdf5 wmt14_en_de_fairseq cpm_text glm_record_hdf5 bert_eval_text imagenet_tfrecord megatron_indexed
 GENERATORS := $(wildcard src/flagperf_ansible/datasets/*.py)
 
 data: $(SETS:%=data/%/.prepared)

@@ -62,7 +62,7 @@ def _same_tree(a: Path, b: Path) -> list[str]:
 
 def test_every_built_in_format_has_a_host_checker():
     assert sorted(f.name for f in datasets.formats()) == BUILT_IN
-    assert len(BUILT_IN) == 11
+    assert len(BUILT_IN) == 12
 
 
 @pytest.mark.parametrize("name", BUILT_IN)

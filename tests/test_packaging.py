@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 # Import names and distribution names of the benchmark side.
-BLOCKED_MODULES = ("torch", "torchvision", "torchaudio", "transformers", "sklearn", "timm")
+BLOCKED_MODULES = ("torch", "torchvision", "torchaudio", "transformers", "sklearn", "timm",
+                   "megatron")
 BENCHMARK_DISTRIBUTIONS = {"torch", "torchvision", "torchaudio", "transformers", "scikit-learn",
-                           "timm"}
+                           "timm", "megatron-core"}
 
 # Raises ModuleNotFoundError, as a missing package does, and notes every attempt (even one the
 # importer catches) in $FLAGPERF_BLOCK_LOG, so an optional `try: import torch` shows up too.

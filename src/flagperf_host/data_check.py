@@ -26,8 +26,8 @@ import os
 import sys
 
 from flagperf_host.checks import (bert_eval_text, coco2017, cpm_text, glm_record_hdf5, imagenet,
-                                  imagenet_tfrecord, librispeech, ljspeech, mlperf_bert_hdf5,
-                                  wmt14_en_de_fairseq, wmt14_en_de_text)
+                                  imagenet_tfrecord, librispeech, ljspeech, megatron_indexed,
+                                  mlperf_bert_hdf5, wmt14_en_de_fairseq, wmt14_en_de_text)
 
 PROG = "data_check"
 
@@ -43,6 +43,7 @@ CHECKERS = {
     "cpm_text": cpm_text.check,
     "glm_record_hdf5": glm_record_hdf5.check,
     "bert_eval_text": bert_eval_text.check,
+    "megatron_indexed": megatron_indexed.check,
 }
 
 

@@ -20,6 +20,7 @@ from flagperf_ansible.datasets import cpm_text
 from flagperf_ansible.datasets import glm_record_hdf5
 from flagperf_ansible.datasets import bert_eval_text
 from flagperf_ansible.datasets import imagenet_tfrecord
+from flagperf_ansible.datasets import megatron_indexed
 from flagperf_ansible.datasets.registry import (Format, UnknownFormat, formats, get, names,
                                                 register, unregister)
 
@@ -33,6 +34,7 @@ register(cpm_text.FORMAT, replace=True)
 register(glm_record_hdf5.FORMAT, replace=True)
 register(bert_eval_text.FORMAT, replace=True)
 register(imagenet_tfrecord.FORMAT, replace=True)
+register(megatron_indexed.FORMAT, replace=True)
 
 
 def check(format_name: str, path: str | Path) -> list[str]:
