@@ -15,6 +15,10 @@ Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
   (``higher`` or ``lower`` is better), unit and meaning (for base cases, the formula), and for
   base figures the vendor datasheet entry it is compared with (``datasheet``,
   ``datasheet_across_nodes``; ``flagperf_ansible.config.datasheet``);
+* ``kind`` (training): ``convergence`` (the default: trained to a target, FlagPerf's classic
+  cases) or ``llm`` (a fixed number of steps, FlagPerf's LLM cases: the round passes when it
+  ran every step and its loss curve is within the bound of its reference curve, its
+  ``target`` being that curve error; without a reference curve, on throughput only);
 * ``target``: for training, the convergence target (metric, comparison, the config key holding
   the value); for inference, the accuracy bound; base cases have none;
 * ``also_targets``: a training case's further targets, each in effect where its config key is
@@ -324,6 +328,7 @@ class CaseFile(_Strict):
     """``benchmarks/.../<model>/<framework>/case.yml``."""
 
     suite: Literal[tuple(SUITES)]
+    kind: Literal["convergence", "llm"] = "convergence"
     description: str = Field(min_length=1)
     launcher: str
     #: A file of the case folder run as it is, or else:
@@ -420,6 +425,8 @@ class CaseFile(_Strict):
                              "config key)")
         if self.suite == "base" and not self.metrics:
             raise ValueError("a base case needs metrics (the figures it measures)")
+        if self.kind == "llm" and self.suite != "training":
+            raise ValueError("kind llm is a training case's (a fixed number of steps)")
         if self.checkpoint and self.data is None:
             raise ValueError("checkpoint lies under the data folder: declare data")
         return self

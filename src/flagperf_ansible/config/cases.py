@@ -100,7 +100,7 @@ class CaseDef:
 
     def contract(self) -> dict[str, Any]:
         """What the controller judges the case's rounds by, as plain data for the plan:
-        ``{suite, metrics, target, also_targets, throughput, window, data_format,
+        ``{suite, kind, metrics, target, also_targets, throughput, window, data_format,
         references}``
         (``window``: the monitoring window's PerfLog events, the suite's unless the case sets
         its own; ``references``: the published figures, each ``case_schema.Reference`` as a
@@ -108,7 +108,7 @@ class CaseDef:
         spec = self.spec
         window = (spec.monitoring.start, spec.monitoring.end) if spec.monitoring \
             else suite_of(spec.suite).window
-        return {"suite": spec.suite,
+        return {"suite": spec.suite, "kind": spec.kind,
                 "metrics": {k: m.model_dump() for k, m in spec.metrics.items()},
                 "target": spec.target.model_dump() if spec.target else None,
                 "also_targets": [t.model_dump() for t in spec.also_targets],

@@ -2,7 +2,8 @@
 
 A suite decides (DESIGN.md "suite"):
 
-* the pass rule of a round (``round_verdict``): training converges to its target (and to
+* the pass rule of a round (``round_verdict``): an LLM training case ran every step with its
+  loss curve near its reference (``llm_verdict``); other training converges to its target (and to
   each of its further targets in effect, ``also_targets``), which neither the untrained model
   nor an input-blind predictor meets where the round scored them (a profile's baselines,
   ``untrained_<metric>`` and ``blind_<metric>``; with further targets: meets them all),
@@ -131,6 +132,31 @@ def training_targets(finished: Mapping[str, Any], contract: Mapping[str, Any]) -
                       if as_number(finished.get(f"target_{metric_name(t)}")) is not None]
 
 
+#: The reason a passing LLM round gives where its configuration has no reference curve.
+THROUGHPUT_ONLY = "throughput only: no reference loss curve for this configuration"
+
+
+def llm_verdict(finished: Mapping[str, Any], contract: Mapping[str, Any]) -> tuple[bool, str]:
+    """An LLM round's ``(passed, reason)``, upstream FlagPerf's rule: it ran every step
+    (FINISHED ``steps_run`` = ``train_iters``) and its loss curve's error against the
+    reference curve (the contract's ``target``, e.g. ``final_loss_curve_error`` <= 0.02) is
+    within the bound. Without a reference curve (no ``final_<metric>`` in FINISHED) the round
+    passes, and the reason says "throughput only"."""
+    steps, ran = as_number(finished.get("train_iters")), as_number(finished.get("steps_run"))
+    if steps is None or ran is None or ran < steps:
+        return False, f"ran {ran if ran is not None else '?'} of {steps or '?'} steps"
+    target = contract.get("target")
+    met = target_met(finished, target) if target else None
+    if met is None:
+        return True, THROUGHPUT_ONLY
+    if not met:
+        name = metric_name(target)
+        return False, (f"the loss curve is off its reference: {name} "
+                       f"{finished[f'final_{name}']:.4g} is not {target['comparison']} "
+                       f"{finished[f'target_{name}']:.4g}")
+    return True, ""
+
+
 def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
                   contract: Mapping[str, Any] | None) -> tuple[bool, str]:
     """``(passed, reason)`` for a round that ran to FINISHED, by its suite's rule.
@@ -145,6 +171,8 @@ def round_verdict(suite_name: str | None, finished: Mapping[str, Any],
     name = suite_name or "training"
     contract = contract or {}
     target = contract.get("target")
+    if name == "training" and contract.get("kind") == "llm":
+        return llm_verdict(finished, contract)
     if name == "training":
         if finished.get("converged") is not True:
             return False, "did not converge to its target"

@@ -67,7 +67,7 @@ def round_status(hosts: list[dict[str, Any]], finished: dict[str, Any] | None,
     if finished is None:
         return "failed", "rank 0 wrote no FINISHED event"
     passed, reason = round_verdict(suite, finished, contract)
-    return ("passed", "") if passed else ("failed", reason)
+    return ("passed", reason) if passed else ("failed", reason)
 
 
 #: What round.json takes of the plan's round (``plan.build_plan``).
