@@ -3,7 +3,6 @@ chips ingested into a SQLite file, ``db.query.scaling`` over them, and its table
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

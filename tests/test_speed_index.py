@@ -108,5 +108,25 @@ def test_a_case_without_speed_index_writes_none_and_bad_blocks_are_refused(tmp_p
 
 def test_ipv6_masking_leaves_times_and_scopes_alone():
     masker = Masker([], True)
-    assert masker.text("12:30:05.123 a[::2] std::vector ::1") == "12:30:05.123 a[::2] std::vector ::1"
+    kept = "12:30:05.123 a[::2] std::vector ::1"
+    assert masker.text(kept) == kept
     assert masker.text("peer [2001:db8::1]:29500") == "peer [x::x]:29500"
+
+
+def test_batch_key_must_be_a_parameter_of_the_case(tmp_path):
+    from flagperf_ansible.config.cases import load_case
+    from flagperf_ansible.config.errors import ConfigError
+
+    folder = tmp_path / "benchmarks" / "tiny" / "torch"
+    (folder / "config").mkdir(parents=True)
+    (folder / "run.py").write_text("")
+    (folder / "config" / "standard.yaml").write_text("params: {precision: fp32}\n")
+    (folder / "case.yml").write_text(
+        "suite: diagnostic\ndescription: d\nlauncher: python\nentry: run.py\ntimeout: 10\n"
+        "speed_index: {repo: nlp, model: tiny, mission_name: m, direction_id: 1}\n")
+    with pytest.raises(ConfigError, match="speed_index.batch_key"):
+        load_case(tmp_path, "tiny", "torch")
+    (folder / "config" / "standard.yaml").write_text(
+        "params: {precision: fp32, micro_batch_size: 4}\n")
+    assert load_case(tmp_path, "tiny", "torch").contract()["speed_index"]["batch_key"] == \
+        "micro_batch_size"

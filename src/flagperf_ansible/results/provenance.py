@@ -7,8 +7,10 @@ versions the case ran with.
 
 Masking (``flagperf_mask_hosts``): every string of a document has each benchmark host's
 inventory name and address replaced by its label ``host<i>`` (its index in ``flagperf_hosts``),
-any other IPv4 address by ``x.x.x.x`` and IPv6 address by ``x::x``. Raw logs (``rank<R>.out.log``, ``launcher.log``) are
-kept byte for byte as the case wrote them: they are the evidence behind the figures.
+any other IPv4 address by ``x.x.x.x`` and IPv6 address by ``x::x``. Raw logs
+(``rank<R>.out.log``, ``launcher.log``) are kept byte for byte as the case wrote them: they
+are the evidence behind the figures (a speed index's copy of one is masked:
+``speed_index``).
 """
 
 from __future__ import annotations

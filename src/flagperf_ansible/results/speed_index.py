@@ -24,7 +24,6 @@ path relative to the round folder (``""`` when the round left no rank log).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
