@@ -63,6 +63,17 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--html", type=Path, metavar="FILE",
                          help="also write the comparison as a self-contained HTML page")
 
+    export = sub.add_parser("export", help="write a run's results in another project's layout")
+    export_sub = export.add_subparsers(dest="export_command", required=True)
+    speed = export_sub.add_parser(
+        "speed-index", help="the speed index of every round of an LLM case (case.yml "
+                            "speed_index) in the Megatron reproduction seed's layout: "
+                            "index/<name>_speed (JSON) and train_log/<name> (rank 0's log, "
+                            "addresses masked)")
+    speed.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    speed.add_argument("--output", type=Path, metavar="DIR",
+                       help="folder to write (default: RUN_DIR/speed_index)")
+
     results = sub.add_parser("results", help="results over time: a database of runs, a "
                                               "leaderboard site")
     results_sub = results.add_subparsers(dest="results_command", required=True)
@@ -225,6 +236,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_FAILED if result["regressions"] else EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from flagperf_ansible.results.speed_index import export_run
+
+    out = args.output or args.run_dir / "speed_index"
+    for path, index in export_run(args.run_dir, out):
+        print(f"{out / path}: {index['model_name']} {index['FINAL_RESULT']} {index['UNIT']}"
+              f"{' (failed)' if index['JOB_FAIL_FLAG'] else ''}")
+    return EXIT_OK
+
+
 def cmd_results(args: argparse.Namespace) -> int:
     from flagperf_ansible.results.db.engine import connect, database_url, shown, sqlite_file
 
@@ -365,7 +386,7 @@ def cmd_image(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "validate": cmd_validate, "summarize": cmd_summarize,
-            "compare": cmd_compare, "results": cmd_results,
+            "compare": cmd_compare, "export": cmd_export, "results": cmd_results,
             "cases": cmd_cases, "data": cmd_data, "image": cmd_image}
 
 

@@ -19,6 +19,8 @@ Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
   cases) or ``llm`` (a fixed number of steps, FlagPerf's LLM cases: the round passes when it
   ran every step and its loss curve is within the bound of its reference curve, its
   ``target`` being that curve error; without a reference curve, on throughput only);
+* ``speed_index``: an LLM case's speed index in the layout of the Megatron reproduction seed
+  (``flagperf_ansible.results.speed_index``), written beside each round's round.json;
 * ``target``: for training, the convergence target (metric, comparison, the config key holding
   the value); for inference, the accuracy bound; base cases have none;
 * ``also_targets``: a training case's further targets, each in effect where its config key is
@@ -324,6 +326,24 @@ class Reference(_Strict):
         return self.label or f"FlagPerf's {self.hardware} {self.nnodes}x{self.nproc_per_node}"
 
 
+class SpeedIndex(_Strict):
+    """A case's speed index, one JSON file per round as the Megatron reproduction seed (003)
+    writes it: ``model_name`` is ``<repo>_<model>_<sp|mp>_bs<batch>_<precision>_<chips>``,
+    with the batch from the config key ``batch_key`` (per chip); ``FINAL_RESULT`` is the
+    FINISHED figure ``figure`` in ``unit``. ``direction_id``: 0 CV, 1 NLP, 2 Rec."""
+
+    repo: str
+    model: str
+    mission_name: str = Field(min_length=1)
+    direction_id: Literal[0, 1, 2]
+    unit: str = "tokens/s"
+    figure: str = "p_train"
+    batch_key: str = "micro_batch_size"
+
+    _names = field_validator("repo", "model")(check_name)
+    _keys = field_validator("figure", "batch_key")(_key)
+
+
 class CaseFile(_Strict):
     """``benchmarks/.../<model>/<framework>/case.yml``."""
 
@@ -349,6 +369,7 @@ class CaseFile(_Strict):
     data: DataSpec | None = None
     checkpoint: Checkpoint | None = None
     large_artifacts: list[str] = []
+    speed_index: SpeedIndex | None = None
     #: After ``metrics``: its figure keys are checked against them.
     references: list[Reference] = []
 

@@ -101,7 +101,7 @@ class CaseDef:
     def contract(self) -> dict[str, Any]:
         """What the controller judges the case's rounds by, as plain data for the plan:
         ``{suite, kind, metrics, target, also_targets, throughput, window, data_format,
-        references}``
+        references}``, and ``speed_index`` where the case declares one
         (``window``: the monitoring window's PerfLog events, the suite's unless the case sets
         its own; ``references``: the published figures, each ``case_schema.Reference`` as a
         mapping with its ``label`` filled in)."""
@@ -116,7 +116,8 @@ class CaseDef:
                 "window": list(window),
                 "data_format": spec.data.format if spec.data else None,
                 "references": [{**ref.model_dump(), "label": ref.shown_label}
-                               for ref in spec.references]}
+                               for ref in spec.references],
+                **({"speed_index": spec.speed_index.model_dump()} if spec.speed_index else {})}
 
 
 def _shown(path: Path, project: Path) -> str:
@@ -211,6 +212,10 @@ def _check_contract_keys(case: CaseDef, shown: str) -> None:
     if flops and flops.scale_key and flops.scale_key not in params:
         raise ConfigError(f"{flops.scale_key!r} is not a key of config/standard.yaml params",
                           shown, "mfu.flops_per_unit.scale_key")
+    index = case.spec.speed_index
+    if index and index.batch_key not in params:
+        raise ConfigError(f"{index.batch_key!r} is not a key of config/standard.yaml params",
+                          shown, "speed_index.batch_key")
     if flops and flops.formula:
         for name in formula_keys(flops.formula):
             if name not in params:

@@ -21,6 +21,11 @@ regression flag where a run is significantly worse than the one before it: ``com
 direction); with a single round on a side the flag is the tolerance's alone, marked
 unconfirmed, as ``compare`` marks it.
 
+**Scaling.** Per LLM case (main figure in tokens/s) that ran at several chip counts, a table
+per framework, chip, precision and profile: token/p/s (tokens/s per chip) at each chip count N
+and the efficiency, token/p/s at N over token/p/s at the smallest N (``db.query.scaling``:
+the latest run per N, mean over its passed rounds).
+
 **Filters.** Vendor, chip, suite and software version (the framework's version and the
 driver, ``db.records.software_label``): checkboxes; a row or trend is shown when each of its
 values is checked; the ranks are counted again over the rows shown.
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from flagperf_ansible.results.compare import judge
+from flagperf_ansible.results.db.query import scaling
 from flagperf_ansible.results.overview import SUITE_ORDER
 from flagperf_ansible.results.report import fmt, png_base64, row_cells
 from flagperf_ansible.results.stats import describe
@@ -147,8 +153,9 @@ def published_row(reference: Mapping[str, Any], figure: str | None,
 
 
 def leaderboard(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The boards, ``[{suite, model, rows, published_rows, series}]`` in the overview's suite
-    order, then by model; rows best first within each rank group (see the module docstring)."""
+    """The boards, ``[{suite, model, rows, published_rows, series, scaling}]`` in the
+    overview's suite order, then by model; rows best first within each rank group (see the
+    module docstring); ``scaling``: ``db.query.scaling``'s entries of the board's model."""
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for result in data["results"]:
         key = (result["suite"], result["model"], result["vendor"], result["chip"],
@@ -178,6 +185,10 @@ def leaderboard(data: Mapping[str, Any]) -> list[dict[str, Any]]:
             if (p["suite"], p["model"]) == (board["suite"], board["model"])]
         board["series"] = trends(r for r in data["results"]
                                  if (r["suite"], r["model"]) == (board["suite"], board["model"]))
+    for entry in scaling(data):
+        boards[(entry["suite"], entry["model"])].setdefault("scaling", []).append(entry)
+    for board in boards.values():
+        board.setdefault("scaling", [])
     rank = {name: i for i, name in enumerate(SUITE_ORDER)}
     return sorted(boards.values(), key=lambda b: (rank.get(b["suite"], len(rank)), b["model"]))
 
@@ -304,6 +315,30 @@ def _trend_html(entry: Mapping[str, Any], linked: Mapping[str, str]) -> str:
             "</figure>")
 
 
+def _percent(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{100 * ratio:.1f} %"
+
+
+def _scaling_html(entry: Mapping[str, Any], linked: Mapping[str, str]) -> str:
+    """A case's scaling table on one chip, precision and profile (``db.query.scaling``)."""
+    values = {"vendor": entry["vendor"] or UNKNOWN, "chip": entry["chip"] or UNKNOWN,
+              "suite": entry["suite"]}
+    profile = f", profile {entry['profile']}" if entry["profile"] else ""
+    first = entry["points"][0]["chips"]
+    label = (f"{entry['model']}-{entry['framework'] or '?'} on {entry['vendor'] or UNKNOWN} "
+             f"{entry['chip'] or UNKNOWN}, {entry['precision'] or 'precision unknown'}{profile}")
+    rows = "".join(
+        f"<tr><td>{p['chips']} ({configuration(p)})</td><td>{html.escape(fmt(p['per_chip']))}"
+        f"</td><td>{html.escape(fmt(p['total']))}</td><td>{_percent(p['efficiency'])}</td>"
+        f"<td>{p['rounds']}</td><td>{_run_link(p['result'], linked)}</td></tr>"
+        for p in entry["points"])
+    return (f'<figure class="scaling" data-filtered {_data(values)}><figcaption>Scaling: '
+            f"{html.escape(label)}; efficiency = token/p/s at N chips / token/p/s at {first}"
+            f"</figcaption><table><tr><th>chips (nodes x procs)</th><th>token/p/s</th>"
+            f"<th>tokens/s, all chips</th><th>efficiency</th><th>rounds</th><th>run</th></tr>"
+            f"{rows}</table></figure>")
+
+
 def _row_html(row: Mapping[str, Any], linked: Mapping[str, str]) -> str:
     if row["kind"] == "published":
         cells = [html.escape(c) for c in (
@@ -427,10 +462,11 @@ def site_html(data: Mapping[str, Any], linked: Mapping[str, str]) -> str:
             # A trend starts at a configuration's second run (its first is the row itself).
             trends_html = "".join(_trend_html(s, linked) for s in board["series"]
                                   if len(s["points"]) > 1)
+            scaling_html = "".join(_scaling_html(e, linked) for e in board["scaling"])
             parts.append(f'<div class="board" id="{_anchor(suite, board["model"])}">'
                          f"<h4>{html.escape(board['model'])} ({html.escape(suite)})</h4>"
                          f"<div class='wide'><table><tr>{head}</tr>{rows}</table></div>"
-                         f"{trends_html}</div>")
+                         f"{scaling_html}{trends_html}</div>")
         parts.append("</section>")
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>flagperf-ansible "
             f"results</title><style>{STYLE}</style></head><body>" + "\n".join(parts)

@@ -7,12 +7,15 @@ versions the case ran with.
 
 Masking (``flagperf_mask_hosts``): every string of a document has each benchmark host's
 inventory name and address replaced by its label ``host<i>`` (its index in ``flagperf_hosts``),
-and any other IPv4 address by ``x.x.x.x``. Raw logs (``rank<R>.out.log``, ``launcher.log``) are
-kept byte for byte as the case wrote them: they are the evidence behind the figures.
+any other IPv4 address by ``x.x.x.x`` and IPv6 address by ``x::x``. Raw logs
+(``rank<R>.out.log``, ``launcher.log``) are kept byte for byte as the case wrote them: they
+are the evidence behind the figures (a speed index's copy of one is masked:
+``speed_index``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import platform
 import re
@@ -24,6 +27,11 @@ from typing import Any, Iterable, Mapping
 
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
 MASKED_ADDRESS = "x.x.x.x"
+#: A run of hex digits, colons and dots with a colon in it: an IPv6 address if ``ipaddress``
+#: takes it (a time such as ``12:30:05`` is not one) and it has two groups or more (``::1``,
+#: ``::`` and Python's ``[::2]`` stay), optionally with a zone (``%eth0``).
+_IPV6_CANDIDATE = re.compile(r"(?<![\w.])[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[\w.-]+)?(?![\w:])")
+MASKED_IPV6 = "x::x"
 #: Set by the wrapper so run.json records the user's command, not ansible-runner's.
 COMMAND_ENV = "FLAGPERF_COMMAND"
 
@@ -36,6 +44,24 @@ def host_label(noderank_or_index: int) -> str:
 def node_dir_name(host: str, noderank: int, mask: bool = False) -> str:
     """``<host>_noderank<i>``: one host's folder in a round (``host<i>_noderank<i>`` masked)."""
     return f"{host_label(noderank) if mask else host}_noderank{noderank}"
+
+
+def mask_ipv6(value: str) -> str:
+    """``value`` with every IPv6 address (``fe80::1%eth0``, ``::ffff:10.0.0.1``) as ``x::x``."""
+    if ":" not in value:
+        return value
+
+    def replace(match: re.Match) -> str:
+        text = match.group(0)
+        address = text.split("%", 1)[0].rstrip(".")
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            return text
+        if len([group for group in address.split(":") if group]) < 2:
+            return text
+        return MASKED_IPV6 + ("." if text.endswith(".") else "")
+    return _IPV6_CANDIDATE.sub(replace, value)
 
 
 class Masker:
@@ -60,12 +86,13 @@ class Masker:
                                              for n in names)) if names else None)
 
     def text(self, value: str) -> str:
-        """``value`` with host names, their addresses and other IPv4 addresses masked."""
+        """``value`` with host names, their addresses and other IPv4 and IPv6 addresses
+        masked."""
         if not self.enabled:
             return value
         if self._pattern is not None:
             value = self._pattern.sub(lambda m: self._pairs[m.group(0)], value)
-        return _IPV4.sub(MASKED_ADDRESS, value)
+        return _IPV4.sub(MASKED_ADDRESS, mask_ipv6(value))
 
     def __call__(self, document: Any) -> Any:
         """A masked deep copy of a JSON-like document (keys and string values)."""

@@ -20,6 +20,7 @@ from flagperf_ansible.results.mfu import round_mfu
 from flagperf_ansible.results.monitoring import summarize_round
 from flagperf_ansible.results.perflog import find_rank_logs, parse_rank_log
 from flagperf_ansible.results.provenance import Masker, node_dir_name
+from flagperf_ansible.results.speed_index import write_round_index
 from flagperf_ansible.config.suites import round_verdict, suite as suite_of
 
 
@@ -212,7 +213,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
         (None on the standard configuration) and ``contract`` (what the round is judged by),
         FINISHED of rank 0 and of each rank, nodes, ``monitor``
         (``monitoring.summarize_round`` over the contract's window), ``mfu`` and ``datasheet``
-        (each compared base figure over the vendor's datasheet).
+        (each compared base figure over the vendor's datasheet). A case with a
+        ``speed_index`` also gets its index and masked log beside it (``speed_index``).
     """
     round_dir = Path(record["run_dir"]) / record["key"]
     record = _with_plan(record)
@@ -226,6 +228,8 @@ def finalize_round(record: dict[str, Any]) -> dict[str, Any]:
                    {k: v for k, v in record.items() if k != "run_dir"}))
     document = parse_round(record)
     write_json(round_dir / ROUND_FILE, document)
+    # An LLM case's speed index in the Megatron reproduction seed's layout, where declared.
+    write_round_index(round_dir, document, record.get("plan_hosts") or [])
     return document
 
 
