@@ -86,6 +86,7 @@ def plain_loop(config_path: str, data_dir: str, curve_path: str) -> None:
         config["lr_decay_iters"] or steps, config["lr_decay_style"], config["weight_decay"],
         config["weight_decay"], steps, "constant")
     seq, micro = int(config["seq_length"]), int(config["micro_batch_size"])
+    global_batch = int(config.get("global_batch_size") or micro)
     windows = TokenWindows(Path(data_dir) / config["data_prefix"], seq, int(config["seed"]))
     positions = torch.arange(seq).unsqueeze(0).expand(micro, -1)
 
@@ -101,34 +102,35 @@ def plain_loop(config_path: str, data_dir: str, curve_path: str) -> None:
     for step in range(1, steps + 1):
         if step == warmup + 1:
             began = time.perf_counter()
-        batches = windows.micro_batches(step, micro, micro, 0, 1)
+        batches = windows.micro_batches(step, global_batch, micro, 0, 1)
         model.zero_grad_buffer()
         optimizer.zero_grad()
         out = forward_backward(forward_step_func=forward_step, data_iterator=iter(batches),
-                               model=model, num_microbatches=1, seq_length=seq,
+                               model=model, num_microbatches=len(batches), seq_length=seq,
                                micro_batch_size=micro, forward_only=False)
         optimizer.step()
         scheduler.step(increment=1)
-        losses.append(float(out[0]["lm loss"]))
+        losses.append(sum(float(x["lm loss"]) for x in out) / len(out))
     seconds = time.perf_counter() - began
     Path(curve_path).write_text(json.dumps({
         "steps": list(range(1, steps + 1)), "loss": losses,
-        "tokens_per_second": (steps - warmup) * micro * seq / seconds}))
+        "tokens_per_second": (steps - warmup) * global_batch * seq / seconds}))
     dist.destroy_process_group()
 
 
-def torchrun(argv: list[str], port: int) -> None:
+def torchrun(argv: list[str]) -> None:
     env = {**os.environ, "FLAGPERF_VENDOR_DIR": str(ROOT / "vendors" / "cpu"),
            "PYTHONPATH": os.pathsep.join([str(ROOT / "benchmarks"), str(ROOT / "src")])}
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
-                    "--master_port", str(port), *argv], check=True, env=env, cwd=ROOT,
+    # --standalone: a free port for the rendezvous, so runs side by side do not collide.
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc_per_node", "1", *argv], check=True, env=env, cwd=ROOT,
                    stdout=subprocess.DEVNULL)
 
 
-def harness(case: str, config: Path, data_dir: str, out: Path, port: int) -> float:
+def harness(case: str, config: Path, data_dir: str, out: Path) -> float:
     """The case's round under torchrun: FINISHED p_train (tokens/s)."""
     torchrun(["-m", "driver.run", "--case", str(ROOT / "benchmarks" / case / "megatron"),
-              "--config", str(config), "--output_dir", str(out), "--data_dir", data_dir], port)
+              "--config", str(config), "--output_dir", str(out), "--data_dir", data_dir])
     for line in (out / "rank0.out.log").read_text().splitlines():
         if line.startswith("[PerfLog]") and '"FINISHED"' in line:
             return float(json.loads(line.split(" ", 1)[1])["value"]["p_train"])
@@ -154,7 +156,7 @@ def main() -> int:
         plain_args = [__file__, "--data_dir", args.data_dir, "--worker", str(work / "config.yaml"),
                       str(work / "curve.json")]
         if args.reference:
-            torchrun(plain_args, 29731)
+            torchrun(plain_args)
             curve = json.loads((work / "curve.json").read_text())
             args.reference.write_text(json.dumps({
                 "source": f"bench/megatron_loop.py --case {args.case} --reference: the plain "
@@ -168,8 +170,8 @@ def main() -> int:
         figures: dict[str, list[float]] = {"harness": [], "plain": []}
         for index in range(args.repeat):
             figures["harness"].append(harness(args.case, work / "config.yaml", args.data_dir,
-                                              work / f"round{index}", 29732))
-            torchrun(plain_args, 29733)
+                                              work / f"round{index}"))
+            torchrun(plain_args)
             figures["plain"].append(json.loads((work / "curve.json").read_text())
                                     ["tokens_per_second"])
         print(f"case {args.case} cpu profile, {config['train_iters']} steps "

@@ -20,6 +20,7 @@ SMOKE = {
     "container_start.py": ["--repeat", "1"],
     "round_overhead.py": ["--hosts", "2", "--runtimes", "none", "--repeat", "1"],
     "slurm_overhead.py": ["--repeat", "1", "--duration", "1"],
+    "megatron_loop.py": ["--repeat", "1", "--steps", "8"],
 }
 #: The scripts that need no Docker engine, sshd or Slurm.
 PLAIN = ("perflog_cost.py", "perflog_parse.py", "results_ingest.py", "monitor_overhead.py")
@@ -54,3 +55,7 @@ def test_round_overhead_prints_its_figures(loopback_machine):
 
 def test_slurm_overhead_prints_its_figures(slurm_machine):
     assert "overhead (flagperf - bare)" in smoke("slurm_overhead.py")
+
+
+def test_megatron_loop_prints_its_figures(torchrun):
+    assert "harness / plain:" in smoke("megatron_loop.py")

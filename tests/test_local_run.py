@@ -17,7 +17,7 @@ import yaml
 from case_model import case_config, case_model, case_module, torch_finished_keys
 from flagperf_ansible.results.perflog import parse_rank_log
 from local_job import only_run_dir, run_wrapper
-from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE
+from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE, LLM
 
 
 def monitors_left(run_id: str) -> list[int]:
@@ -282,6 +282,7 @@ def summary(local_run) -> dict:
     inference_ids = [f"{m}-pytorch-inference-cpux1x1" for m in INFERENCE]
     assert [c["case_id"] for c in summary["cases"]] == base_ids + [
         f"{m}-pytorch-cpux1x1" for m in CATALOG] + [
+        f"{m}-megatron-cpux1x{n}" for m, n in LLM] + [
         f"{m}-{f}-cpux1x1" for m, f in FRAMEWORKS] + inference_ids
     return summary
 
@@ -300,7 +301,9 @@ def test_every_training_case_converges_beyond_its_baselines(local_run, summary):
     run_dir, done = local_run.run_dir, local_run.done
     print("\ncpu profiles, one round each (training time to target, p_whole):")
     trained = []
-    for case in summary["cases"][len(BASE):len(BASE) + len(CATALOG) + len(FRAMEWORKS)]:
+    first_framework = len(BASE) + len(CATALOG) + len(LLM)
+    for case in (summary["cases"][len(BASE):len(BASE) + len(CATALOG)]
+                 + summary["cases"][first_framework:first_framework + len(FRAMEWORKS)]):
         assert [r["status"] for r in case["rounds"]] == ["passed"]
         document = check_round(run_dir, case["case_id"], 1)
         trained.append(document)
@@ -318,6 +321,36 @@ def test_every_training_case_converges_beyond_its_baselines(local_run, summary):
     check_baselines(trained)
     bit = json.loads((run_dir / "bigtransfer-pytorch-cpux1x1/round1/round.json").read_text())
     assert bit["profile"]["checkpoint"]["path"] == "BiT-R14x1-random.npz"
+
+
+def test_the_llm_cases_follow_their_reference_curves_at_every_layout(local_run, summary):
+    run_dir = local_run.run_dir
+    print("\nLLM cases on megatron-core, cpu profiles, one round each:")
+    start = len(BASE) + len(CATALOG)
+    for case in summary["cases"][start:start + len(LLM)]:
+        assert [r["status"] for r in case["rounds"]] == ["passed"], case["rounds"][0]["reason"]
+        document = check_round(run_dir, case["case_id"], 1)
+        finished, config = document["finished"], document["config"]
+        assert finished["steps_run"] == finished["train_iters"] == config["train_iters"]
+        # Upstream's rule against the plain megatron-core loop's curve, and learning for real.
+        assert finished["final_loss_curve_error"] <= config["target_loss_curve_error"] == 0.02
+        curve = json.loads((run_dir / case["case_id"] / "round1" / document["nodes"][0]["dir"]
+                            / "loss_curve.json").read_text())
+        assert curve["loss"][0] > 7.0 > 6.0 > finished["final_loss"] == curve["loss"][-1]
+        world = int(case["case_id"][-1])
+        assert finished["world_size"] == world and curve["layout"]["world"] == world
+        assert finished["tokens_per_chip_per_second"] * world == pytest.approx(finished["p_train"])
+        assert finished["num_trained_tokens"] == (
+            (config["train_iters"] - config["speed_warmup_steps"]) * curve["layout"]["global_batch"]
+            * config["seq_length"])
+        print(f"  {case['case_id']}: TP{config['tensor_model_parallel_size']} "
+              f"PP{config['pipeline_model_parallel_size']}, loss {curve['loss'][0]:.3f} -> "
+              f"{finished['final_loss']:.3f}, curve error {finished['final_loss_curve_error']:.2e}, "
+              f"{finished['tokens_per_chip_per_second']:.0f} tokens/s per process")
+    # The seed's index beside gpt's rounds (tests/test_speed_index.py checks it field by field).
+    index = json.loads((run_dir / "gpt-megatron-cpux1x2/round1/nlp_gpt_mp_bs4_fp32_2_speed")
+                       .read_text())
+    assert index["JOB_FAIL_FLAG"] == 0 and index["FINAL_RESULT"] > 0
 
 
 def test_the_other_frameworks_train_side_by_side_with_pytorch(local_run, summary):

@@ -31,7 +31,10 @@ def plan_for(project, settings, hosts=("localhost",)):
 CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer",
            "faster_rcnn", "retinanet", "mask_rcnn", "tacotron2", "waveglow", "wav2vec2", "bert",
            "cpm", "glm", "transformer"]
-#: The catalog's cases on other frameworks, (model, framework), after the PyTorch catalog.
+#: The LLM cases on megatron-core after the catalog, (model, processes): 1x1, then 1x2 (gpt
+#: pipeline parallel, llama3_8b tensor parallel).
+LLM = [("gpt", 1), ("gpt", 2), ("llama3_8b", 1), ("llama3_8b", 2)]
+#: The catalog's cases on other frameworks, (model, framework), after the LLM cases.
 FRAMEWORKS = [("resnet50", "tensorflow2"), ("resnet50", "mindspore"), ("bert", "paddle")]
 #: FlagPerf's inference cases, on the cpu vendor's onnxruntime (after the training catalog).
 INFERENCE = ["resnet50", "vit_l_16", "swin_transformer", "bert_large"]
@@ -48,6 +51,7 @@ def test_local_inventory_plans_a_round_of_each_base_and_training_case(project):
     assert [r["key"] for r in plan["rounds"]] == [
         f"{m}-pytorch-base-cpux1x{n}/round1" for m, n in BASE.items()] + [
         f"{m}-pytorch-cpux1x1/round1" for m in CATALOG] + [
+        f"{m}-megatron-cpux1x{n}/round1" for m, n in LLM] + [
         f"{m}-{f}-cpux1x1/round1" for m, f in FRAMEWORKS] + [
         f"{m}-pytorch-inference-cpux1x1/round1" for m in INFERENCE]
     assert all(r["profile"]["name"] == "cpu" for r in plan["rounds"])
@@ -67,7 +71,14 @@ def test_local_inventory_plans_a_round_of_each_base_and_training_case(project):
     # Runtime none: every framework but the host's own PyTorch runs in its environment.
     assert sorted(plan["envs"]) == sorted({f for _, f in FRAMEWORKS})
     assert {r["framework"]: r["launcher"] for r in plan["rounds"] if r["framework"] != "pytorch"} \
-        == {"tensorflow2": "tf_config", "mindspore": "msrun", "paddle": "paddle"}
+        == {"megatron": "torchrun", "tensorflow2": "tf_config", "mindspore": "msrun",
+            "paddle": "paddle"}
+    # The cpu vendor's 1x2 layouts of the LLM cases, over their cpu profiles.
+    layouts = {r["case_id"]: (r["config"]["tensor_model_parallel_size"],
+                              r["config"]["pipeline_model_parallel_size"])
+               for r in plan["rounds"] if r["framework"] == "megatron"}
+    assert layouts == {"gpt-megatron-cpux1x1": (1, 1), "gpt-megatron-cpux1x2": (1, 2),
+                       "llama3_8b-megatron-cpux1x1": (1, 1), "llama3_8b-megatron-cpux1x2": (2, 1)}
 
 
 # Malformed settings, inventories and case specs: tests/test_bad_input.py (through the CLI).
@@ -102,7 +113,8 @@ def test_validate_command_accepts_the_local_inventory(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert (f"{len(BASE) + len(CATALOG) + len(FRAMEWORKS) + len(INFERENCE)} round(s) on 1 host(s): "
+    assert (f"{len(BASE) + len(CATALOG) + len(LLM) + len(FRAMEWORKS) + len(INFERENCE)} round(s) "
+            "on 1 host(s): "
             "computation-pytorch-base-cpux1x1, "
             "main_memory-bandwidth-pytorch-base-cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
 

@@ -61,6 +61,10 @@ def transformer_config(config: Mapping[str, Any], *, on_cpu: bool) -> Any:
         params_dtype=dtype,
         fp16=precision == "fp16",
         bf16=precision == "bf16",
+        # Sequence parallelism splits the norms and dropout along the sequence over the
+        # tensor-parallel ranks: nothing to split without tensor parallelism.
+        sequence_parallel=bool(config.get("sequence_parallel"))
+        and int(config["tensor_model_parallel_size"]) > 1,
         recompute_granularity=config.get("recompute_granularity"),
         recompute_method="uniform" if config.get("recompute_granularity") == "full" else None,
         recompute_num_layers=1 if config.get("recompute_granularity") == "full" else None,

@@ -13,10 +13,11 @@ Configuration keys (Megatron-LM's argument names): the model's (``driver.megatro
 ``tensor_model_parallel_size``, ``pipeline_model_parallel_size`` (the data-parallel size is
 the rest of the world), ``micro_batch_size`` (sequences per rank and micro-batch),
 ``global_batch_size`` (sequences per step; micro-batches per step = global / (micro x data
-parallel)), ``train_iters``, ``lr``, ``min_lr``, ``lr_warmup_iters``, ``lr_decay_style``,
+parallel); null: one micro-batch per data-parallel rank), ``train_iters``, ``lr``, ``min_lr``, ``lr_warmup_iters``, ``lr_decay_style``,
 ``lr_decay_iters``, ``weight_decay``, ``adam_beta1``, ``adam_beta2``, ``adam_eps``,
-``clip_grad``, ``precision``, ``initial_loss_scale``, ``seed``, ``data_prefix`` (under the
-data folder), ``dist_backend``, ``log_interval``; and the harness's own:
+``clip_grad``, ``precision``, ``initial_loss_scale``, ``use_distributed_optimizer``,
+``seed``, ``data_prefix`` (under the data folder), ``dist_backend``, ``log_interval``; and the
+harness's own:
 
 * ``speed_warmup_steps``: the first steps, left out of every speed figure (the first steps
   grow the allocator's pools, set up the communicators and, on GPUs, tune kernels);
@@ -169,11 +170,13 @@ def run(case: Case) -> int:
     parameters = parameter_count(model)
     if transformer.fp16 or transformer.bf16:
         model = Float16Module(transformer, model)
+    # The distributed optimizer shards its states over the data-parallel ranks (ZeRO-1).
+    sharded = bool(config.get("use_distributed_optimizer"))
     model = DistributedDataParallel(
         config=transformer, module=model,
         ddp_config=DistributedDataParallelConfig(grad_reduce_in_fp32=True,
                                                  overlap_grad_reduce=False,
-                                                 use_distributed_optimizer=False))
+                                                 use_distributed_optimizer=sharded))
     log.log(perflog.CONVERT_MODEL, {"parameters_on_rank": parameters,
                                     "adapter": str(adapter) if adapter else None})
     optimizer = get_megatron_optimizer(OptimizerConfig(
@@ -181,7 +184,7 @@ def run(case: Case) -> int:
         weight_decay=float(config["weight_decay"]), adam_beta1=float(config["adam_beta1"]),
         adam_beta2=float(config["adam_beta2"]), adam_eps=float(config["adam_eps"]),
         clip_grad=float(config["clip_grad"]), fp16=transformer.fp16, bf16=transformer.bf16,
-        params_dtype=transformer.params_dtype,
+        params_dtype=transformer.params_dtype, use_distributed_optimizer=sharded,
         initial_loss_scale=float(config.get("initial_loss_scale") or 2**32)), [model])
     steps = int(config["train_iters"])
     scheduler = OptimizerParamScheduler(
