@@ -17,7 +17,7 @@ import yaml
 from case_model import case_config, case_model, case_module, torch_finished_keys
 from flagperf_ansible.results.perflog import parse_rank_log
 from local_job import only_run_dir, run_wrapper
-from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE
+from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE, training_ids
 
 
 def monitors_left(run_id: str) -> list[int]:
@@ -280,8 +280,7 @@ def summary(local_run) -> dict:
     assert summary["status"] == "passed"
     base_ids = [f"{m}-pytorch-base-cpux1x{n}" for m, n in BASE.items()]
     inference_ids = [f"{m}-pytorch-inference-cpux1x1" for m in INFERENCE]
-    assert [c["case_id"] for c in summary["cases"]] == base_ids + [
-        f"{m}-pytorch-cpux1x1" for m in CATALOG] + [
+    assert [c["case_id"] for c in summary["cases"]] == base_ids + training_ids() + [
         f"{m}-{f}-cpux1x1" for m, f in FRAMEWORKS] + inference_ids
     return summary
 
@@ -300,7 +299,7 @@ def test_every_training_case_converges_beyond_its_baselines(local_run, summary):
     run_dir, done = local_run.run_dir, local_run.done
     print("\ncpu profiles, one round each (training time to target, p_whole):")
     trained = []
-    for case in summary["cases"][len(BASE):len(BASE) + len(CATALOG) + len(FRAMEWORKS)]:
+    for case in summary["cases"][len(BASE):len(BASE) + len(training_ids()) + len(FRAMEWORKS)]:
         assert [r["status"] for r in case["rounds"]] == ["passed"]
         document = check_round(run_dir, case["case_id"], 1)
         trained.append(document)
@@ -318,6 +317,23 @@ def test_every_training_case_converges_beyond_its_baselines(local_run, summary):
     check_baselines(trained)
     bit = json.loads((run_dir / "bigtransfer-pytorch-cpux1x1/round1/round.json").read_text())
     assert bit["profile"]["checkpoint"]["path"] == "BiT-R14x1-random.npz"
+
+
+def test_resnet50_holds_its_target_with_two_processes_as_with_one(local_run, summary):
+    """resnet50's cpu profile at 1x2 (two processes on this host, gloo): its scaling's 1x2
+    settings, 16 images a process, hold the same target in the same updates as 1x1."""
+    run_dir = local_run.run_dir
+    one, two = (check_round(run_dir, f"resnet50-pytorch-cpux1x{n}", 1) for n in (1, 2))
+    assert one["finished"]["world_size"] == 1 and two["finished"]["world_size"] == 2
+    assert one["finished"]["target_acc1"] == two["finished"]["target_acc1"] == 90.0
+    assert two["finished"]["final_acc1"] >= two["finished"]["target_acc1"]
+    assert two["finished"]["global_steps"] == one["finished"]["global_steps"]
+    config = yaml.safe_load((run_dir / "resnet50-pytorch-cpux1x2/round1/localhost_noderank0/"
+                                       "config.yaml").read_text())
+    assert config["train_batch_size"] == 16
+    assert two["profile"]["scaling"]["applied"]["train_batch_size"] == 16
+    print(f"\nresnet50 cpu profile: final_acc1 {one['finished']['final_acc1']:.2f} at 1x1, "
+          f"{two['finished']['final_acc1']:.2f} at 1x2")
 
 
 def test_the_other_frameworks_train_side_by_side_with_pytorch(local_run, summary):

@@ -31,6 +31,16 @@ def plan_for(project, settings, hosts=("localhost",)):
 CATALOG = ["resnet50", "mobilenetv2", "efficientnet", "vit", "swin_transformer", "bigtransfer",
            "faster_rcnn", "retinanet", "mask_rcnn", "tacotron2", "waveglow", "wav2vec2", "bert",
            "cpm", "glm", "transformer"]
+#: Catalog cases the local run also trains with two processes, right after their 1x1 round.
+TWO_PROCESSES = ["resnet50"]
+
+
+def training_ids() -> list[str]:
+    """The local inventory's PyTorch training case ids, in its order."""
+    return [case_id for m in CATALOG for case_id in [f"{m}-pytorch-cpux1x1"] + (
+        [f"{m}-pytorch-cpux1x2"] if m in TWO_PROCESSES else [])]
+
+
 #: The catalog's cases on other frameworks, (model, framework), after the PyTorch catalog.
 FRAMEWORKS = [("resnet50", "tensorflow2"), ("resnet50", "mindspore"), ("bert", "paddle")]
 #: FlagPerf's inference cases, on the cpu vendor's onnxruntime (after the training catalog).
@@ -47,7 +57,7 @@ def test_local_inventory_plans_a_round_of_each_base_and_training_case(project):
     plan = prepare(project, str(project / "inventories/local")).plan
     assert [r["key"] for r in plan["rounds"]] == [
         f"{m}-pytorch-base-cpux1x{n}/round1" for m, n in BASE.items()] + [
-        f"{m}-pytorch-cpux1x1/round1" for m in CATALOG] + [
+        f"{case_id}/round1" for case_id in training_ids()] + [
         f"{m}-{f}-cpux1x1/round1" for m, f in FRAMEWORKS] + [
         f"{m}-pytorch-inference-cpux1x1/round1" for m in INFERENCE]
     assert all(r["profile"]["name"] == "cpu" for r in plan["rounds"])
@@ -102,9 +112,10 @@ def test_validate_command_accepts_the_local_inventory(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local"], capture_output=True, text=True, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert (f"{len(BASE) + len(CATALOG) + len(FRAMEWORKS) + len(INFERENCE)} round(s) on 1 host(s): "
-            "computation-pytorch-base-cpux1x1, "
-            "main_memory-bandwidth-pytorch-base-cpux1x1") in done.stdout and "resnet50-pytorch-cpux1x1, mobilenetv2" in done.stdout
+    rounds = len(BASE) + len(training_ids()) + len(FRAMEWORKS) + len(INFERENCE)
+    assert (f"{rounds} round(s) on 1 host(s): computation-pytorch-base-cpux1x1, "
+            "main_memory-bandwidth-pytorch-base-cpux1x1") in done.stdout
+    assert "resnet50-pytorch-cpux1x1, resnet50-pytorch-cpux1x2, mobilenetv2" in done.stdout
 
 
 def test_validate_takes_one_case_with_its_data_from_the_command_line(project):
