@@ -29,11 +29,13 @@ def shorten_profiles(project: Path, edits: dict[str, dict]) -> Path:
     """Set keys among the ``params`` of YAML case profiles in the checkout copy ``project``
     (``edits``: profile path relative to it, then keys). A shortened profile's target is one a
     model meets without learning, so its ``baselines`` are dropped: its rounds score none and
-    are not failed for that. Returns ``project``."""
+    are not failed for that. Its ``scaling`` goes with them: a target that proves nothing
+    holds at any topology, so such a round proves distribution only. Returns ``project``."""
     for name, params in edits.items():
         document = yaml.safe_load((project / name).read_text())
         document["params"].update(params)
         document["profile"].pop("baselines", None)
+        document["profile"].pop("scaling", None)
         (project / name).write_text(yaml.safe_dump(document, sort_keys=False))
     return project
 

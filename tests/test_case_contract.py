@@ -3,6 +3,7 @@ are labelled, and validation walks the whole vendor kit."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +85,8 @@ def test_baselines_are_a_training_profiles(scratch_project):
     path = scratch_project / "benchmarks/base/computation/pytorch/config/cpu.yaml"
     text = path.read_text()
     path.write_text(text.replace("  reduced:", "  baselines: {spread: 1.0, basis: measured}\n"
-                                 "  reduced:", 1))
+                                 "  scaling: {rule: per_topology, topologies: {'1x1': {}}, "
+                                 "why: measured}\n  reduced:", 1))
     with pytest.raises(ConfigError, match="computation/pytorch/config/cpu.yaml: "
                                           "profile.baselines: baselines are a training "):
         plan_for(scratch_project, {"flagperf_cases": [
@@ -105,7 +107,9 @@ def test_a_profile_round_is_labelled_and_the_standard_one_is_not(scratch_project
         "reduced": ["image size", "data set", "epochs", "augmentation"],
         "description": profile["profile"]["description"], "checkpoint": None,
         "baselines": {"spread": 1.6, "basis": profile["profile"]["baselines"]["basis"],
-                      "target": None}}
+                      "target": None},
+        "scaling": profile["profile"]["scaling"]}
+    assert profile["profile"]["scaling"]["rule"] == "per_topology"
     # Its baselines: the driver scores the untrained model and the input-blind predictor.
     assert profile["config"]["evaluate_baselines"] is True
     assert profile["suite"] == "training" and profile["data_format"] == "imagenet"
@@ -136,6 +140,7 @@ def test_every_case_and_every_vendor_override_in_the_tree_validates(project):
 def test_validate_checks_an_override_the_plan_does_not_run(scratch_project):
     """A broken vendor file for a configuration nobody asked for still fails validation."""
     path = scratch_project / "vendors/cpu/resnet50-pytorch/config/cpux8x1.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("momentum: 0.5\n")
     with pytest.raises(ConfigError, match="cpux8x1.yaml: momentum: not a mutable key"):
         plan_for(scratch_project, {"flagperf_cases": [GOOD_CASE]})
@@ -354,3 +359,88 @@ def test_case_requirements_go_into_the_image_and_its_tag(scratch_project):
          "data: {format: imagenet}\nrequirements: ['timm>=1.0']")
     after = plan_for(scratch_project, docker)["images"]["pytorch"]
     assert after["requirements"] == ["timm>=1.0"] and after["tag"] != before["tag"]
+
+
+EFFICIENTNET = {**GOOD_CASE, "model": "efficientnet", "repeat": 1}
+EFFICIENTNET_PROFILE = "benchmarks/efficientnet/pytorch/config/cpu.yaml"
+
+
+def test_a_global_batch_profile_trains_each_process_on_its_share(scratch_project):
+    """efficientnet's cpu profile keeps its global batch of 32: 16 a process at 2x1, recorded
+    in the round's profile label; 1x1 keeps all of it."""
+    plan = plan_for(scratch_project, {"flagperf_cases": [EFFICIENTNET,
+                                                         {**EFFICIENTNET, "nnodes": 2}]},
+                    hosts=("localhost", "second"))
+    single, spread = plan["rounds"]
+    assert single["config"]["train_batch_size"] == 32
+    assert spread["config"]["train_batch_size"] == 16
+    assert spread["overrides"] == {}
+    assert spread["profile"]["scaling"]["applied"] == {"train_batch_size": 16}
+    assert single["profile"]["scaling"]["applied"] == {"train_batch_size": 32}
+
+
+def test_a_per_topology_profile_sets_the_topologys_params(scratch_project):
+    round_ = plan_for(scratch_project, {"flagperf_cases": [
+        {**GOOD_CASE, "nproc_per_node": 2}]})["rounds"][0]
+    assert (round_["config"]["train_batch_size"], round_["config"]["learning_rate"],
+            round_["config"]["seed"]) == (16, 0.05, 7)
+
+
+@pytest.mark.parametrize("case, topology, supported", [
+    (GOOD_CASE, (2, 2), "1x1, 1x2, 2x1 (per_topology)"),
+    (EFFICIENTNET, (1, 2), "1x1, 2x1 (global_batch)"),
+    ({**GOOD_CASE, "model": "mobilenetv2"}, (1, 2), "1x1 (per_topology)"),
+])
+def test_a_topology_the_profile_does_not_hold_at_is_refused_in_one_line(
+        scratch_project, case, topology, supported):
+    """Refused while the plan is built, before any host is touched: the case, the topology
+    and the topologies its profile holds at, in one line."""
+    nnodes, nproc = topology
+    with pytest.raises(ConfigError) as caught:
+        plan_for(scratch_project, {"flagperf_cases": [
+            {**case, "nnodes": nnodes, "nproc_per_node": nproc}]}, hosts=("one", "two"))
+    message = str(caught.value)
+    assert "\n" not in message and message.endswith(
+        f"group_vars/all.yml: flagperf_cases[0]: case {case['model']}:pytorch "
+        f"on profile cpu holds its target at {supported}, not at {nnodes}x{nproc} (nnodes x "
+        "nproc_per_node; config/cpu.yaml profile.scaling)"), message
+
+
+def test_a_global_batch_that_does_not_divide_is_refused(scratch_project):
+    edit(scratch_project, EFFICIENTNET_PROFILE, "topologies: [1x1, 2x1]",
+         "topologies: [1x1, 2x1, 1x3]")
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{EFFICIENTNET_PROFILE}: profile.scaling.topologies: the global batch "
+            "train_batch_size 32 does not divide among the 3 processes of 1x3")):
+        plan_for(scratch_project, {"flagperf_cases": [EFFICIENTNET]})
+
+
+@pytest.mark.parametrize("old, new, where, message", [
+    ("topologies: [1x1, 2x1]", "topologies: [1x1, 2by1]", "profile.scaling.topologies",
+     "'2by1' is not a topology"),
+    ("batch_key: train_batch_size", "batch_key: train_batch", "profile.scaling.batch_key",
+     "'train_batch' is not a key of config/standard.yaml params"),
+    ("rule: global_batch", "rule: per_topology", "profile.scaling",
+     "rule per_topology: give topologies as a mapping"),
+])
+def test_a_malformed_scaling_is_one_line_naming_file_and_key(scratch_project, old, new, where,
+                                                             message):
+    edit(scratch_project, EFFICIENTNET_PROFILE, old, new)
+    with pytest.raises(ConfigError, match=re.escape(f"{EFFICIENTNET_PROFILE}: {where}: "
+                                                    f"{message}")):
+        plan_for(scratch_project, {"flagperf_cases": [EFFICIENTNET]})
+
+
+def test_a_profile_whose_target_means_learning_says_where_it_holds(scratch_project):
+    """Every training case's cpu profile declares its scaling; one without it is refused."""
+    for case in list_cases(ROOT):
+        if case.suite == "training":
+            label, _ = profile_of(ROOT, case, "cpu")
+            assert label["scaling"] and label["scaling"]["why"], case.key
+    path = scratch_project / EFFICIENTNET_PROFILE
+    document = yaml.safe_load(path.read_text())
+    del document["profile"]["scaling"]
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{EFFICIENTNET_PROFILE}: profile: a profile with baselines")):
+        plan_for(scratch_project, {"flagperf_cases": [EFFICIENTNET]})

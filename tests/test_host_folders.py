@@ -282,7 +282,7 @@ def test_the_defaults_fail_preflight_for_a_non_root_ssh_user_on_two_hosts(cluste
     grouped = data_file(shared / "b.bin", 0o640, group=grp.getgrnam("docker").gr_gid)
     cases = [{"model": "resnet50", "framework": "pytorch", "hardware": "cpu", "nnodes": 2,
               "nproc_per_node": 1, "repeat": 1, "data_dir": str(private)},
-             {"model": "mobilenetv2", "framework": "pytorch", "hardware": "cpu", "nnodes": 2,
+             {"model": "efficientnet", "framework": "pytorch", "hardware": "cpu", "nnodes": 2,
               "nproc_per_node": 1, "repeat": 1, "data_dir": str(shared)}]
     done = subprocess.run(["ansible-playbook", "site.yml", "-i", str(cluster.inventory),
                            "-e", json.dumps({"flagperf_root": default_root, "flagperf_cases": cases,
@@ -300,7 +300,7 @@ def test_the_defaults_fail_preflight_for_a_non_root_ssh_user_on_two_hosts(cluste
             rf"{pw.pw_dir}/flagperf", root_line), root_line
         assert re.fullmatch(rf"host {host}: case resnet50-\S+: data_dir {private}: {secret} not "
                             rf"readable by {re.escape(who)}: owned by root:root, mode 600", private_line)
-        assert re.fullmatch(rf"host {host}: case mobilenetv2-\S+: data_dir {shared}: {grouped} not "
+        assert re.fullmatch(rf"host {host}: case efficientnet-\S+: data_dir {shared}: {grouped} not "
                             rf"readable by {re.escape(who)}: owned by root:docker, mode 640", shared_line)
     assert "PLAY [Prepare the hosts" not in done.stdout
     assert Path(default_root).exists() == existed

@@ -17,7 +17,7 @@ import yaml
 from case_model import case_config, case_model, case_module, torch_finished_keys
 from flagperf_ansible.results.perflog import parse_rank_log
 from local_job import only_run_dir, run_wrapper
-from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE, LLM
+from test_validation import BASE, CATALOG, FRAMEWORKS, INFERENCE, LLM, training_ids
 
 
 def monitors_left(run_id: str) -> list[int]:
@@ -280,8 +280,7 @@ def summary(local_run) -> dict:
     assert summary["status"] == "passed"
     base_ids = [f"{m}-pytorch-base-cpux1x{n}" for m, n in BASE.items()]
     inference_ids = [f"{m}-pytorch-inference-cpux1x1" for m in INFERENCE]
-    assert [c["case_id"] for c in summary["cases"]] == base_ids + [
-        f"{m}-pytorch-cpux1x1" for m in CATALOG] + [
+    assert [c["case_id"] for c in summary["cases"]] == base_ids + training_ids() + [
         f"{m}-megatron-cpux1x{n}" for m, n in LLM] + [
         f"{m}-{f}-cpux1x1" for m, f in FRAMEWORKS] + inference_ids
     return summary
@@ -301,8 +300,8 @@ def test_every_training_case_converges_beyond_its_baselines(local_run, summary):
     run_dir, done = local_run.run_dir, local_run.done
     print("\ncpu profiles, one round each (training time to target, p_whole):")
     trained = []
-    first_framework = len(BASE) + len(CATALOG) + len(LLM)
-    for case in (summary["cases"][len(BASE):len(BASE) + len(CATALOG)]
+    first_framework = len(BASE) + len(training_ids()) + len(LLM)
+    for case in (summary["cases"][len(BASE):len(BASE) + len(training_ids())]
                  + summary["cases"][first_framework:first_framework + len(FRAMEWORKS)]):
         assert [r["status"] for r in case["rounds"]] == ["passed"]
         document = check_round(run_dir, case["case_id"], 1)
@@ -326,7 +325,7 @@ def test_every_training_case_converges_beyond_its_baselines(local_run, summary):
 def test_the_llm_cases_follow_their_reference_curves_at_every_layout(local_run, summary):
     run_dir = local_run.run_dir
     print("\nLLM cases on megatron-core, cpu profiles, one round each:")
-    start = len(BASE) + len(CATALOG)
+    start = len(BASE) + len(training_ids())
     for case in summary["cases"][start:start + len(LLM)]:
         assert [r["status"] for r in case["rounds"]] == ["passed"], case["rounds"][0]["reason"]
         document = check_round(run_dir, case["case_id"], 1)
@@ -351,6 +350,23 @@ def test_the_llm_cases_follow_their_reference_curves_at_every_layout(local_run, 
     index = json.loads((run_dir / "gpt-megatron-cpux1x2/round1/nlp_gpt_mp_bs4_fp32_2_speed")
                        .read_text())
     assert index["JOB_FAIL_FLAG"] == 0 and index["FINAL_RESULT"] > 0
+
+
+def test_resnet50_holds_its_target_with_two_processes_as_with_one(local_run, summary):
+    """resnet50's cpu profile at 1x2 (two processes on this host, gloo): its scaling's 1x2
+    settings, 16 images a process, hold the same target in the same updates as 1x1."""
+    run_dir = local_run.run_dir
+    one, two = (check_round(run_dir, f"resnet50-pytorch-cpux1x{n}", 1) for n in (1, 2))
+    assert one["finished"]["world_size"] == 1 and two["finished"]["world_size"] == 2
+    assert one["finished"]["target_acc1"] == two["finished"]["target_acc1"] == 90.0
+    assert two["finished"]["final_acc1"] >= two["finished"]["target_acc1"]
+    assert two["finished"]["global_steps"] == one["finished"]["global_steps"]
+    config = yaml.safe_load((run_dir / "resnet50-pytorch-cpux1x2/round1/localhost_noderank0/"
+                                       "config.yaml").read_text())
+    assert config["train_batch_size"] == 16
+    assert two["profile"]["scaling"]["applied"]["train_batch_size"] == 16
+    print(f"\nresnet50 cpu profile: final_acc1 {one['finished']['final_acc1']:.2f} at 1x1, "
+          f"{two['finished']['final_acc1']:.2f} at 1x2")
 
 
 def test_the_other_frameworks_train_side_by_side_with_pytorch(local_run, summary):

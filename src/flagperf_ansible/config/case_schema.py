@@ -49,7 +49,8 @@ Every case of every suite declares, in ``case.yml`` (unknown keys are errors):
 ``config/standard.yaml``: ``params`` (the standard configuration), ``mutable`` (the keys a
 vendor may override, a subset of ``params``), ``fixed`` (keys a profile may not change either,
 such as the optimizer type). ``config/<hardware>.yaml``: a profile, ``profile`` (what it is,
-what it ``reduces``), ``params`` (the keys it changes) and optionally its own ``checkpoint``.
+what it ``reduces``, its ``baselines`` and the topologies it holds at, ``scaling``), ``params``
+(the keys it changes) and optionally its own ``checkpoint``.
 """
 
 from __future__ import annotations
@@ -490,12 +491,80 @@ class Baselines(_Strict):
     target: str | None = None
 
 
+#: A topology: ``<nnodes>x<nproc_per_node>`` (``2x1``: two hosts, one process each).
+TOPOLOGY_PATTERN = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
+
+
+def world_size(topology: str) -> int:
+    """The processes of a topology: ``2x2`` -> 4."""
+    nnodes, nproc = topology.split("x")
+    return int(nnodes) * int(nproc)
+
+
+class Scaling(_Strict):
+    """How a profile keeps its target across topologies (``<nnodes>x<nproc_per_node>``). A
+    topology it does not name is refused before any host is touched, as FlagPerf fails at
+    start where it has no ``config_<hardware>x<nnodes>x<nproc>.py``.
+
+    * ``rule: global_batch``: the profile's ``batch_key`` (e.g. ``train_batch_size``) holds the
+      global batch; each process takes it divided by the world size, which must divide it.
+      Updates per epoch, learning rate and schedule then stay those of 1x1. ``topologies``:
+      the list of topologies it holds at.
+    * ``rule: per_topology``: ``topologies`` maps each topology it holds at to the params it
+      changes there (empty: none), as FlagPerf's per-topology vendor configurations.
+
+    ``why``: one line saying why the rule suits the case."""
+
+    rule: Literal["global_batch", "per_topology"]
+    topologies: list[str] | dict[str, dict[str, Any] | None] = Field(min_length=1)
+    batch_key: str | None = None
+    why: str = Field(min_length=1)
+
+    @field_validator("topologies")
+    @classmethod
+    def _topologies(cls, value: Any) -> Any:
+        for topology in value:
+            if not isinstance(topology, str) or not TOPOLOGY_PATTERN.fullmatch(topology):
+                raise ValueError(f"{topology!r} is not a topology <nnodes>x<nproc_per_node> "
+                                 "(e.g. 2x1)")
+        if isinstance(value, list) and len(set(value)) < len(value):
+            raise ValueError("a topology is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _rule(self) -> "Scaling":
+        if self.rule == "global_batch":
+            if self.batch_key is None or not isinstance(self.topologies, list):
+                raise ValueError("rule global_batch: give batch_key (the key holding the "
+                                 "global batch) and topologies as a list")
+            _key(self.batch_key)
+        elif self.batch_key is not None or not isinstance(self.topologies, dict):
+            raise ValueError("rule per_topology: give topologies as a mapping of topology to "
+                             "the params it changes there, and no batch_key")
+        return self
+
+    @property
+    def supported(self) -> list[str]:
+        """The topologies it holds at, in the order given."""
+        return list(self.topologies)
+
+
 class ProfileInfo(_Strict):
     description: str = Field(min_length=1)
     #: What the profile shrinks against the standard configuration (empty: nothing).
     reduced: list[Literal[REDUCTIONS]] = []
     #: A training profile's baselines; its rounds then set the trainer's evaluate_baselines.
     baselines: Baselines | None = None
+    #: The topologies its target holds at, and how it scales to them. A profile whose target
+    #: means learning (with baselines) must say; without it, a profile runs at any topology.
+    scaling: Scaling | None = None
+
+    @model_validator(mode="after")
+    def _measured(self) -> "ProfileInfo":
+        if self.baselines is not None and self.scaling is None:
+            raise ValueError("a profile with baselines (a target that means learning) declares "
+                             "scaling: the topologies its target holds at and how")
+        return self
 
 
 class ProfileConfig(_Strict):

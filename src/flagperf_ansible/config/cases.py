@@ -36,8 +36,8 @@ from pydantic import BaseModel
 from flagperf_ansible.config import inference_config
 from flagperf_ansible.config.base_config import check_base_params
 from flagperf_ansible.config.case_schema import EVALUATE_BASELINES, CaseFile, ProfileConfig, \
-    StandardConfig, Target, formula_keys
-from flagperf_ansible.config.casespec import CaseSpec
+    Scaling, StandardConfig, Target, formula_keys, world_size
+from flagperf_ansible.config.casespec import CaseSpec, as_number
 from flagperf_ansible.config.errors import ConfigError, raise_first
 from flagperf_ansible.config.suites import suite as suite_of
 from flagperf_ansible.config.yamlio import read_yaml
@@ -239,10 +239,11 @@ def profile_of(project: Path, case: CaseDef, hardware: str,
     """The case's profile ``config/<hardware>.yaml``: ``(label, params)``, or None when it has
     none.
 
-    ``label`` is ``{name, standard: False, description, reduced, checkpoint, baselines}``, what
-    results show (``checkpoint``: the profile's own initial checkpoint, or None; ``baselines``:
-    ``{spread, basis, target}`` or None). A profile with baselines also sets the driver's
-    ``evaluate_baselines`` in ``params``.
+    ``label`` is ``{name, standard: False, description, reduced, checkpoint, baselines,
+    scaling}``, what results show (``checkpoint``: the profile's own initial checkpoint, or
+    None; ``baselines``: ``{spread, basis, target}`` or None; ``scaling``: ``case_schema.
+    Scaling`` as a mapping, or None: the topologies it holds at, see ``scale_to_topology``).
+    A profile with baselines also sets the driver's ``evaluate_baselines`` in ``params``.
 
     Args:
         hardware: the profile's name: the spec's hardware, or the profile a spec names.
@@ -251,7 +252,9 @@ def profile_of(project: Path, case: CaseDef, hardware: str,
     Raises:
         ConfigError: the profile is malformed, names a key that is not a parameter, changes a
         fixed key, gives baselines to a case that does not train, or names as their target a
-        metric that is not one of its targets; a named profile the case does not have.
+        metric that is not one of its targets; scaling that changes such a key, or a global
+        batch that does not divide among a listed topology's processes; a named profile the
+        case does not have.
     """
     path = case.directory / "config" / f"{hardware}.yaml"
     if hardware in NOT_PROFILES or not path.is_file():
@@ -274,7 +277,7 @@ def profile_of(project: Path, case: CaseDef, hardware: str,
     label = {"name": hardware, "standard": False, "description": profile.profile.description,
              "reduced": list(profile.profile.reduced),
              "checkpoint": profile.checkpoint.model_dump() if profile.checkpoint else None,
-             "baselines": baselines.model_dump() if baselines else None}
+             "baselines": baselines.model_dump() if baselines else None, "scaling": None}
     params = dict(profile.params)
     if baselines:
         if case.suite != "training":
@@ -288,7 +291,68 @@ def profile_of(project: Path, case: CaseDef, hardware: str,
                                   f"({', '.join(metrics)})", shown, "profile.baselines.target")
         # The driver's key (driver/convergence.py), not a case parameter.
         params[EVALUATE_BASELINES] = True
+    scaling = profile.profile.scaling
+    if scaling:
+        _check_scaling(case, scaling, {**case.standard.params, **profile.params}, shown)
+        label["scaling"] = scaling.model_dump()
     return label, params
+
+
+def _check_scaling(case: CaseDef, scaling: Scaling, config: Mapping[str, Any],
+                   shown: str) -> None:
+    """The keys ``scaling`` sets must be parameters a profile may change; a global batch must
+    divide among the processes of every topology it lists."""
+    where = "profile.scaling"
+    if scaling.rule == "global_batch":
+        key = scaling.batch_key
+        changed = {f"{where}.batch_key": [key]}
+    else:
+        changed = {f"{where}.topologies.{t}": list(p or {}) for t, p in scaling.topologies.items()}
+    for at, keys in changed.items():
+        for key in keys:
+            if key not in case.standard.params:
+                raise ConfigError(f"{key!r} is not a key of config/standard.yaml params", shown, at)
+            if key in case.standard.fixed:
+                raise ConfigError(f"{key!r} is a fixed key of this case: no profile changes it",
+                                  shown, at)
+    if scaling.rule == "global_batch":
+        batch = as_number(config.get(key))
+        if batch is None or batch != int(batch) or batch <= 0:
+            raise ConfigError(f"{key} is {config.get(key)!r}, not a whole number of samples",
+                              shown, f"{where}.batch_key")
+        for topology in scaling.topologies:
+            if batch % world_size(topology):
+                raise ConfigError(f"the global batch {key} {int(batch)} does not divide among "
+                                  f"the {world_size(topology)} processes of {topology}", shown,
+                                  f"{where}.topologies")
+
+
+def scale_to_topology(case: CaseDef, profile_name: str, label: dict[str, Any] | None,
+                      config: Mapping[str, Any], nnodes: int,
+                      nproc_per_node: int) -> dict[str, Any]:
+    """The params the profile's ``scaling`` sets at ``nnodes`` x ``nproc_per_node``: the
+    per-process batch (``global_batch``: the global batch over the world size) or the
+    topology's own params (``per_topology``). Empty without scaling.
+
+    Raises:
+        ConfigError: one line naming the case, the topology and the topologies the profile
+        holds at, where it does not hold at this one (no file or key: the case spec is at
+        fault, and the caller names it).
+    """
+    scaling = (label or {}).get("scaling")
+    if not scaling:
+        return {}
+    topology = f"{nnodes}x{nproc_per_node}"
+    supported = list(scaling["topologies"])
+    if topology not in supported:
+        raise ConfigError(
+            f"case {case.key} on profile {profile_name} holds its target at "
+            f"{', '.join(supported)} ({scaling['rule']}), not at {topology} (nnodes x "
+            f"nproc_per_node; config/{profile_name}.yaml profile.scaling)")
+    if scaling["rule"] == "per_topology":
+        return dict(scaling["topologies"][topology] or {})
+    key = scaling["batch_key"]
+    return {key: int(config[key]) // (nnodes * nproc_per_node)}
 
 
 def active_targets(case: CaseDef, config: Mapping[str, Any]) -> list[Target]:
@@ -339,11 +403,12 @@ class EffectiveConfig:
 
 def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) -> EffectiveConfig:
     """The configuration one round runs with: the standard one, the case's profile (the one
-    the spec names, else the spec's hardware's), then the vendor's (for inference cases by seed
-    004's rules).
+    the spec names, else the spec's hardware's) scaled to the spec's topology (the label's
+    ``scaling.applied`` records what that set), then the vendor's (for inference cases by
+    seed 004's rules).
 
     Raises:
-        ConfigError: see ``profile_of``, ``vendor_overrides``, ``inference_config`` and, for a
+        ConfigError: see ``profile_of``, ``scale_to_topology``, ``vendor_overrides``, ``inference_config`` and, for a
         base case, ``base_config.check_base_params``.
     """
     config = dict(case.standard.params)
@@ -351,6 +416,11 @@ def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) 
     profile = profile_of(project, case, profile_name, named=spec.profile is not None)
     label, params = profile if profile else (None, {})
     config.update(params)
+    scaled = scale_to_topology(case, profile_name, label, config, spec.nnodes,
+                               spec.nproc_per_node)
+    if scaled:
+        config.update(scaled)
+        label = {**label, "scaling": {**label["scaling"], "applied": scaled}}
     folder = vendor_case_dir(project, vendor, case.suite, case.model, case.framework)
     if case.suite == "inference":
         parameters = [k for k in case.standard.params if k not in case.standard.mutable]
@@ -418,6 +488,13 @@ def check_vendor_kit(project: Path, vendor: str) -> int:
         profile = profile_of(project, case, hardware)
         if profile:
             config.update(profile[1])
+            topology = path.stem.rsplit("x", 2)[1:]
+            if len(topology) == 2 and all(part.isdigit() and int(part) for part in topology):
+                try:
+                    config.update(scale_to_topology(case, hardware, profile[0], config,
+                                                    *map(int, topology)))
+                except ConfigError:
+                    pass  # no round runs it: effective_config refuses the topology
         vendor_overrides(project, case, path, config)
         checked += 1
     for path in sorted(vendor_root.glob("inference/*/vendor_config/*.yaml")):
