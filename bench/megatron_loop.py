@@ -63,7 +63,8 @@ def plain_loop(config_path: str, data_dir: str, curve_path: str) -> None:
     device, _ = prepare_device("plain", 0)
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     from megatron.core import parallel_state
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.distributed import (DistributedDataParallel,
+                                           DistributedDataParallelConfig, finalize_model_grads)
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
     from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -80,6 +81,7 @@ def plain_loop(config_path: str, data_dir: str, curve_path: str) -> None:
         weight_decay=config["weight_decay"], adam_beta1=config["adam_beta1"],
         adam_beta2=config["adam_beta2"], adam_eps=config["adam_eps"],
         clip_grad=config["clip_grad"]), [model])
+    transformer.finalize_model_grads_func = finalize_model_grads
     steps = int(config["train_iters"])
     scheduler = OptimizerParamScheduler(
         optimizer, 0.0, config["lr"], config["min_lr"], config["lr_warmup_iters"],

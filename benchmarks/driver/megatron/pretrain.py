@@ -19,6 +19,8 @@ parallel); null: one micro-batch per data-parallel rank), ``train_iters``, ``lr`
 ``seed``, ``data_prefix`` (under the data folder), ``dist_backend``, ``log_interval``; and the
 harness's own:
 
+* ``layout_independent_init``: every pipeline stage starts from the weights of the one-stage
+  model (``skip_earlier_stages``), so one reference curve holds across layouts (cpu profiles);
 * ``speed_warmup_steps``: the first steps, left out of every speed figure (the first steps
   grow the allocator's pools, set up the communicators and, on GPUs, tune kernels);
   TRAIN_START opens after them;
@@ -38,6 +40,7 @@ configuration has a reference curve, ``final_loss_curve_error`` with its
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import resource
@@ -114,6 +117,25 @@ def _join_group(backend: str, world: int) -> None:
         dist.init_process_group(backend)
 
 
+def skip_earlier_stages(config: Mapping[str, Any], transformer: Any, layout: Layout) -> None:
+    """Draw, and drop, the weights of the pipeline stages before this one, so that this stage's
+    weights are those the one-stage model draws from the same seed (megatron-core builds each
+    stage from the seed afresh). A reference curve then holds across pipeline layouts. The
+    earlier stages' weights are built on this rank for a moment: for the cpu profiles' small
+    models (``layout_independent_init``), not a standard configuration's."""
+    from megatron.core import parallel_state
+
+    stage = parallel_state.get_pipeline_model_parallel_rank()
+    if stage == 0:
+        return
+    before = stage * int(config["num_layers"]) // layout.pipeline
+    # megatron-core builds num_layers / pipeline layers per stage; untied, the embedding's
+    # set-up has no collective with the last stage.
+    earlier = dataclasses.replace(transformer, num_layers=before * layout.pipeline)
+    build_gpt({**config, "untie_embeddings_and_output_weights": True}, earlier,
+              pre_process=True, post_process=False)
+
+
 def _peak_memory_gib(device: torch.device) -> tuple[float, str]:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30, "device"
@@ -151,7 +173,8 @@ def run(case: Case) -> int:
                 start.world_size)
 
     from megatron.core import parallel_state, tensor_parallel
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.distributed import (DistributedDataParallel,
+                                           DistributedDataParallelConfig, finalize_model_grads)
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
     from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -166,6 +189,8 @@ def run(case: Case) -> int:
     first = parallel_state.is_pipeline_first_stage()
     last = parallel_state.is_pipeline_last_stage()
     transformer = transformer_config(config, on_cpu=device.type == "cpu")
+    if config.get("layout_independent_init"):
+        skip_earlier_stages(config, transformer, layout)
     model = build_gpt(config, transformer, pre_process=first, post_process=last).to(device)
     parameters = parameter_count(model)
     if transformer.fp16 or transformer.bf16:
@@ -193,6 +218,11 @@ def run(case: Case) -> int:
         lr_decay_steps=int(config.get("lr_decay_iters") or steps),
         lr_decay_style=str(config["lr_decay_style"]), start_wd=float(config["weight_decay"]),
         end_wd=float(config["weight_decay"]), wd_incr_steps=steps, wd_incr_style="constant")
+    # As Megatron-LM's training loop: the schedule scales the loss (fp16) and, after the last
+    # micro-batch, reduces the gradients over the data-parallel ranks and sums the tied
+    # embedding's over the first and last pipeline stages.
+    transformer.grad_scale_func = optimizer.scale_loss
+    transformer.finalize_model_grads_func = finalize_model_grads
     log.log(perflog.CREATE_OPTIMIZER, {"optimizer": type(optimizer).__name__})
 
     seq = int(config["seq_length"])
@@ -217,7 +247,8 @@ def run(case: Case) -> int:
 
         def loss_func(per_token: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             loss = per_token.float().mean()
-            return loss, {"lm loss": loss.detach()}
+            # A copy: the schedule divides the returned loss by the micro-batches in place.
+            return loss, {"lm loss": loss.detach().clone()}
         return output, loss_func
 
     forward_backward = get_forward_backward_func()

@@ -144,7 +144,8 @@ def llm_verdict(finished: Mapping[str, Any], contract: Mapping[str, Any]) -> tup
     passes, and the reason says "throughput only"."""
     steps, ran = as_number(finished.get("train_iters")), as_number(finished.get("steps_run"))
     if steps is None or ran is None or ran < steps:
-        return False, f"ran {ran if ran is not None else '?'} of {steps or '?'} steps"
+        return False, (f"ran {'?' if ran is None else f'{ran:g}'} of "
+                       f"{'?' if steps is None else f'{steps:g}'} steps")
     target = contract.get("target")
     met = target_met(finished, target) if target else None
     if met is None:
