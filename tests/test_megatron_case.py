@@ -87,7 +87,8 @@ def test_mfu_takes_palm_flops_per_token_of_each_standard_model():
 def test_the_cpu_profiles_reference_curves_learn():
     for case in ("gpt", "llama3_8b"):
         folder = ROOT / "benchmarks" / case / "megatron"
-        profile = yaml.safe_load((folder / "config/cpu.yaml").read_text())["params"]
+        profile = {**yaml.safe_load((folder / "config/standard.yaml").read_text())["params"],
+                   **yaml.safe_load((folder / "config/cpu.yaml").read_text())["params"]}
         curve = read_curve(folder / profile["reference_curve"])
         assert sorted(curve) == list(range(1, profile["train_iters"] + 1))
         assert curve[1] > math.log(profile["vocab_size"]) - 0.1     # chance over the vocabulary
