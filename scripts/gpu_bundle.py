@@ -11,7 +11,8 @@ What it does:
 
 1. the controller's requirements: ``pyproject.toml``'s ``dependencies``, with the ``ansible``
    package (ansible-core and some 100 collections, a 50 MB wheel) replaced by the ansible-core
-   it pins (read from the installed ``ansible``'s metadata);
+   it pins (read from the installed ``ansible``'s metadata), and the requirements of the cases
+   the check runs that a node lacks (``CHECK_CASES``: gpt's megatron-core);
 2. pip resolves their whole closure for that Python on ``manylinux`` x86_64 (``pip install
    --dry-run --report``, binary wheels only: nothing is built on the node), the versions the
    node list states as constraints;
@@ -96,6 +97,22 @@ def declared_requirements(project: Path) -> list[str]:
     import tomllib
 
     return tomllib.loads((project / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+#: The case folders of the GPU check whose own requirements (case.yml) the node lacks: the LLM
+#: round's megatron-core, which no GPU node has.
+CHECK_CASES = ("benchmarks/gpt/megatron",)
+
+
+def case_requirements(project: Path) -> list[str]:
+    """The ``requirements`` of ``CHECK_CASES``' case.yml files."""
+    import yaml
+
+    found: list[str] = []
+    for folder in CHECK_CASES:
+        spec = yaml.safe_load((project / folder / "case.yml").read_text(encoding="utf-8"))
+        found += [r for r in spec.get("requirements") or [] if r not in found]
+    return found
 
 
 def controller_requirements(project: Path) -> list[str]:
@@ -258,7 +275,7 @@ def make_bundle(out: Path, node_packages: Path, python_version: str, glibc: str,
     """
     started = time.monotonic()
     node = read_node_packages(node_packages)
-    requirements = controller_requirements(ROOT)
+    requirements = controller_requirements(ROOT) + case_requirements(ROOT)
     platform = _platform_args(python_version, glibc)
     resolved = resolve(requirements, platform, node)
     missing = [item for item in resolved if normalize(item["name"]) not in node]

@@ -27,7 +27,10 @@ cleanly, a round as Ctrl-C stops it, and skips the rest):
    utilisation, energy per image.
 3. **base**: ``computation`` and ``main_memory-bandwidth`` (``quick`` profiles) in the same
    run, each figure as a ratio to the datasheet.
-4. **inference**: resnet50 inference (``quick`` profile, random weights) through the case's
+4. **llm**: ``gpt`` (Megatron's GPT-2 345M, megatron-core from the bundle) in the same run,
+   profile ``bf16``: 200 steps on the ``megatron_indexed`` tiny data written on the node;
+   tokens/s, token/p/s, MFU against the bf16 peak and the peak device memory.
+5. **inference**: resnet50 inference (``quick`` profile, random weights) through the case's
    entry, once per engine of the vendor: inductor, onnxruntime's CUDA provider, TensorRT;
    an engine that cannot run here (the CPU-only ``onnxruntime`` package, no ``tensorrt``
    module) is skipped with the reason. p99 latency and images/s.
@@ -62,8 +65,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from gpu_bundle import (BundleError, declared_requirements, install_bundle,  # noqa: E402
-                        missing_collections, unmet_requirements)
+from gpu_bundle import (BundleError, case_requirements, declared_requirements,  # noqa: E402
+                        install_bundle, missing_collections, unmet_requirements)
 
 DEFAULT_WORK = Path("/var/tmp/flagperf-gpu-check")
 #: A part is not started with less time than this left before the deadline (s).
@@ -74,6 +77,8 @@ GRACE = 90.0
 MONITOR_INTERVAL = 0.25
 #: The base cases of the check's run, after the training case.
 BASE_CASES = ("computation", "main_memory-bandwidth")
+#: The LLM case of the check's run, and its data format.
+LLM_CASE, LLM_FRAMEWORK, LLM_DATA = "gpt", "megatron", "megatron_indexed"
 #: The inference case the check runs once per engine (its launcher is ``python``).
 INFERENCE_CASE = "benchmarks/inference/resnet50/pytorch"
 #: Run by the node's Python: which engine packages import, and onnxruntime's providers.
@@ -127,6 +132,8 @@ class Mode:
     image_size: int
     val_images: int
     engines: tuple[str, ...]
+    #: The LLM case's profile (None: the hardware's own).
+    llm_profile: str | None = None
 
 
 @dataclass
@@ -186,7 +193,7 @@ def gpu_hardware(device_name: str) -> tuple[str | None, str]:
 def gpu_mode(hardware: str) -> Mode:
     return Mode(vendor="nvidia", hardware=hardware, profile="quick", device="cuda",
                 classes=1000, image_size=256, val_images=1024,
-                engines=("inductor", "onnxruntime", "tensorrt"))
+                engines=("inductor", "onnxruntime", "tensorrt"), llm_profile="bf16")
 
 
 #: The CPU half: vendor cpu, the cases' cpu profiles, a tiny synthetic set (10 classes of
@@ -198,13 +205,14 @@ CPU_TRAIN_IMAGES = 32
 
 # -- the cases -------------------------------------------------------------------------------
 
-def case_spec(mode: Mode, model: str, suite: str = "training", data_dir: Path | None = None
-              ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"model": model, "framework": "pytorch", "suite": suite,
+def case_spec(mode: Mode, model: str, suite: str = "training", data_dir: Path | None = None,
+              framework: str = "pytorch", profile: str | None = None) -> dict[str, Any]:
+    """One case of the check's run, on the mode's profile unless ``profile`` names one."""
+    spec: dict[str, Any] = {"model": model, "framework": framework, "suite": suite,
                             "hardware": mode.hardware, "nnodes": 1, "nproc_per_node": 1,
                             "repeat": 1}
-    if mode.profile:
-        spec["profile"] = mode.profile
+    if profile or mode.profile:
+        spec["profile"] = profile or mode.profile
     if data_dir is not None:
         spec["data_dir"] = str(data_dir)
     return spec
@@ -330,7 +338,8 @@ class Check:
             p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
         sys.path.insert(0, str(ROOT / "src"))
         missing = [name for name, _ in unmet_requirements(
-            [(text, "the controller") for text in declared_requirements(ROOT)])]
+            [(text, "the controller") for text in declared_requirements(ROOT)]
+            + [(text, "the gpt case") for text in case_requirements(ROOT)])]
         missing += missing_collections()
         if not missing:
             self.add(Row("install", "the controller's packages", "passed",
@@ -359,6 +368,7 @@ class Check:
         for part, what in (("training", "resnet50 on the GPU (round and plain loop)"),
                            ("monitor", "NVML samples of the training round"),
                            ("base", "computation and main_memory-bandwidth on the GPU"),
+                           ("llm", "gpt (GPT-2 345M, megatron-core) in bf16 on the GPU"),
                            ("inference", "resnet50 through inductor, onnxruntime CUDA and "
                                          "TensorRT")):
             self.add(Row(part, what, "skipped", f"no GPU: {why}; the CPU half runs instead"))
@@ -505,6 +515,44 @@ class Check:
                      "; ".join(figures) + ("" if ok else f"; monitor {node.get('status')}: "
                                            f"{node.get('detail')}")))
 
+    def llm_data(self) -> Path:
+        """The LLM case's tiny data (written once per work folder: megatron-core's writer)."""
+        from flagperf_ansible import datasets
+
+        target = self.work / "data" / LLM_DATA
+        if not datasets.check(LLM_DATA, target):
+            return target
+        start = time.monotonic()
+        counts = datasets.prepare(LLM_DATA, target)
+        self.add(Row("data", f"{LLM_DATA} tokens", "passed",
+                     ", ".join(f"{k} {v}" for k, v in counts.items()) + f": {target}",
+                     time.monotonic() - start))
+        return target
+
+    def llm_row(self, mode: Mode, record: dict | None, stopped: bool) -> None:
+        profile = ((record or {}).get("profile") or {}).get("name") or mode.llm_profile \
+            or mode.hardware
+        status, why = self.round_status(record, stopped)
+        finished = (record or {}).get("finished") or {}
+        figures = ([why] if why else []) + busy(record)
+        if finished.get("p_train") is not None:
+            figures.append(f"{number(finished['p_train'])} tokens/s, "
+                           f"{number(finished.get('tokens_per_chip_per_second'))} token/p/s "
+                           f"({finished.get('steps_run')} steps, {finished.get('warmup_steps')} "
+                           "left out)")
+            figures.append(f"loss {number(finished.get('final_loss'))} at the end; peak "
+                           f"memory {number(finished.get('peak_memory_gib'))} GiB")
+        mfu = (record or {}).get("mfu") or {}
+        if mfu.get("value") is not None:
+            figures.append(f"MFU {100 * mfu['value']:.1f} % ({mfu.get('precision')} peak "
+                           f"{number((mfu.get('peak_flops_per_device') or 0) / 1e12)} TFLOP/s)")
+        elif record is not None:
+            figures.append(f"MFU n/a: {mfu.get('reason') or 'not computed'}")
+        if status == "passed" and (record or {}).get("reason"):
+            figures.append(record["reason"])       # e.g. throughput only: no reference curve
+        self.add(Row("llm", f"gpt round ({mode.vendor} {mode.hardware}, profile {profile})",
+                     status, "; ".join(figures), (record or {}).get("wall_time")))
+
     def base_row(self, mode: Mode, model: str, record: dict | None, stopped: bool) -> None:
         status, why = self.round_status(record, stopped)
         figures = ([why] if why else []) + busy(record)
@@ -628,8 +676,10 @@ class Check:
             training["data_dir"] = str(data)
             plain = self.plain_loop(mode, config, planned_steps(config, images))
             base = {model: case_spec(mode, model, "base") for model in BASE_CASES}
-            if self.time_left("training", "resnet50 round, base rounds"):
-                self.rounds(mode, training, case_id, base, plain)
+            llm = case_spec(mode, LLM_CASE, data_dir=self.llm_data(), framework=LLM_FRAMEWORK,
+                            profile=mode.llm_profile)
+            if self.time_left("training", "resnet50 round, base rounds, gpt round"):
+                self.rounds(mode, training, case_id, base, plain, llm)
             self.inference(mode, data)
         except (Interrupted, KeyboardInterrupt):
             self.add(Row("check", "interrupted", "stopped", "Ctrl-C or SIGTERM"))
@@ -639,10 +689,10 @@ class Check:
         return 1 if self.failed else 0
 
     def rounds(self, mode: Mode, training: dict, case_id: str, base: dict[str, dict],
-               plain: dict | None) -> None:
+               plain: dict | None, llm: dict) -> None:
         from flagperf_ansible.config.casespec import parse_case_spec
 
-        run_dir, seconds, stopped, rc = self.run_rounds(mode, [training, *base.values()])
+        run_dir, seconds, stopped, rc = self.run_rounds(mode, [training, *base.values(), llm])
         record = self.round_of(run_dir, case_id)
         self.training_row(mode, record, plain, stopped)
         self.monitor_row(mode, record)
@@ -651,6 +701,9 @@ class Check:
             base_record = self.round_of(run_dir, parse_case_spec(spec).case_id)
             walls.append((base_record or {}).get("wall_time") or 0.0)
             self.base_row(mode, model, base_record, stopped)
+        llm_record = self.round_of(run_dir, parse_case_spec(llm).case_id)
+        walls.append((llm_record or {}).get("wall_time") or 0.0)
+        self.llm_row(mode, llm_record, stopped)
         status = "passed" if rc in (0, 1) and run_dir is not None else (
             "stopped" if stopped else "failed")
         why = " (not every round met its suite's pass rule: the training round's target)" \
