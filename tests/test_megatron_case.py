@@ -6,16 +6,18 @@ against a plain megatron-core loop is bench/megatron_loop.py's."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from driver.megatron.loss_curve import mean_relative_error, read_curve, write_curve
 from driver.megatron.model import padded_vocab_size
-from driver.megatron.pretrain import Layout
 from flagperf_ansible.config.case_schema import evaluate_formula
 from flagperf_ansible.config.cases import load_case
 from flagperf_ansible.config.suites import THROUGHPUT_ONLY, round_verdict
+from flagperf_host.parallel_layout import Layout
 
 from conftest import ROOT
 
@@ -93,3 +95,30 @@ def test_the_cpu_profiles_reference_curves_learn():
         assert sorted(curve) == list(range(1, profile["train_iters"] + 1))
         assert curve[1] > math.log(profile["vocab_size"]) - 0.1     # chance over the vocabulary
         assert max(curve[s] for s in range(190, 201)) < curve[1] - 1.5
+
+
+def test_a_layout_that_does_not_fit_is_refused_before_any_host(project):
+    done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
+                           "inventories/local", "--case",
+                           "llama3_8b:megatron:cpu:1:3:1=data/megatron_indexed"],
+                          capture_output=True, text=True, cwd=project)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    # The cpu profile holds at 1x1 and 1x2; a layout beyond it is refused as one line.
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "not at 1x3 (nnodes x nproc_per_node; config/cpu.yaml profile.scaling)"), done.stderr
+
+
+def test_the_controller_checks_the_layout_of_an_llm_round():
+    from flagperf_ansible.config.cases import check_layout
+    from flagperf_ansible.config.casespec import parse_case_spec
+    from flagperf_ansible.config.errors import ConfigError
+
+    case = load_case(ROOT, "llama3_8b", "megatron")
+    spec = parse_case_spec("llama3_8b:megatron:H100:1:6:1")
+    config = {**case.standard.params, "tensor_model_parallel_size": 2,
+              "pipeline_model_parallel_size": 1}
+    check_layout(case, parse_case_spec("llama3_8b:megatron:H100:1:8:1"), config)
+    with pytest.raises(ConfigError, match=r"case llama3_8b:megatron at 1x6: global_batch_size 512 "
+                                          r"is not a multiple of micro_batch_size 1 x "
+                                          r"data-parallel size 3"):
+        check_layout(case, spec, config)

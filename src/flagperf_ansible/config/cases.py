@@ -355,6 +355,23 @@ def scale_to_topology(case: CaseDef, profile_name: str, label: dict[str, Any] | 
     return {key: int(config[key]) // (nnodes * nproc_per_node)}
 
 
+def check_layout(case: CaseDef, spec: CaseSpec, config: Mapping[str, Any]) -> None:
+    """An LLM round's parallel layout must fit its world (``flagperf_host.parallel_layout``).
+
+    Raises:
+        ConfigError: one line naming the case, the topology and what does not divide (no file
+        or key: the caller names the case spec).
+    """
+    from flagperf_host.parallel_layout import Layout
+
+    try:
+        Layout.of(config, spec.nnodes * spec.nproc_per_node)
+    except ValueError as error:
+        raise ConfigError(f"case {case.key} at {spec.nnodes}x{spec.nproc_per_node}: {error} "
+                          f"(its configuration with the vendor's "
+                          f"{spec.hardware_config}.yaml)") from None
+
+
 def active_targets(case: CaseDef, config: Mapping[str, Any]) -> list[Target]:
     """The case's targets in effect under ``config`` (its effective parameters): its
     ``target``, then each of ``also_targets`` whose config key is set (not null)."""
@@ -442,6 +459,8 @@ def effective_config(project: Path, case: CaseDef, spec: CaseSpec, vendor: str) 
     vendor_file = folder / "config" / f"{spec.hardware_config}.yaml"
     overrides = vendor_overrides(project, case, vendor_file, config) if vendor_file.is_file() else {}
     config.update(overrides)
+    if case.spec.kind == "llm":
+        check_layout(case, spec, config)
     if case.suite == "base":
         config_dir = case.directory / "config"
         origins = {key: _shown(config_dir / "standard.yaml", project) for key in config}
