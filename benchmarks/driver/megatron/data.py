@@ -47,9 +47,10 @@ class TokenWindows:
                              f"{seq_length + 1}")
         self._orders: dict[int, np.ndarray] = {}
 
-    def max_token(self) -> int:
-        """The largest token id in the data set (to check it against the vocabulary)."""
-        return max(int(self.dataset[i].max()) for i in range(len(self.dataset)))
+    def max_token(self, documents: int = 1000) -> int:
+        """The largest token id of the first ``documents`` documents (to check the data set's
+        vocabulary against the model's without reading a large data set whole)."""
+        return max(int(self.dataset[i].max()) for i in range(min(documents, len(self.dataset))))
 
     def window(self, index: int) -> np.ndarray:
         """Window ``index``: ``seq_length + 1`` token ids (int64), across documents."""

@@ -13,8 +13,8 @@ Configuration keys (Megatron-LM's argument names): the model's (``driver.megatro
 ``tensor_model_parallel_size``, ``pipeline_model_parallel_size`` (the data-parallel size is
 the rest of the world), ``micro_batch_size`` (sequences per rank and micro-batch),
 ``global_batch_size`` (sequences per step; micro-batches per step = global / (micro x data
-parallel); null: one micro-batch per data-parallel rank), ``train_iters``, ``lr``, ``min_lr``, ``lr_warmup_iters``, ``lr_decay_style``,
-``lr_decay_iters``, ``weight_decay``, ``adam_beta1``, ``adam_beta2``, ``adam_eps``,
+parallel); null: one micro-batch per data-parallel rank), ``train_iters``, ``lr``, ``min_lr``,
+``lr_warmup_iters``, ``lr_decay_style``, ``lr_decay_iters``, ``weight_decay``, ``adam_beta1``, ``adam_beta2``, ``adam_eps``,
 ``clip_grad``, ``precision``, ``initial_loss_scale``, ``use_distributed_optimizer``,
 ``seed``, ``data_prefix`` (under the data folder), ``dist_backend``, ``log_interval``; and the
 harness's own:
@@ -94,6 +94,61 @@ def skip_earlier_stages(config: Mapping[str, Any], transformer: Any, layout: Lay
               pre_process=True, post_process=False)
 
 
+def build_training(config: Mapping[str, Any], layout: Layout, device: torch.device
+                   ) -> tuple[Any, Any, Any, int]:
+    """megatron-core's parallel state, this rank's model (its stage, wrapped for fp16 or bf16
+    and in megatron-core's DDP), optimizer and learning-rate schedule, as Megatron-LM's
+    ``pretrain_gpt.py`` sets them up; and the rank's parameter count."""
+    from megatron.core import parallel_state, tensor_parallel
+    from megatron.core.distributed import (DistributedDataParallel,
+                                           DistributedDataParallelConfig, finalize_model_grads)
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+    from megatron.core.transformer.module import Float16Module
+
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=layout.tensor, pipeline_model_parallel_size=layout.pipeline)
+    seed = int(config.get("seed", 1234))
+    torch.manual_seed(seed)
+    if device.type == "cuda":
+        tensor_parallel.model_parallel_cuda_manual_seed(seed)
+    transformer = transformer_config(config, on_cpu=device.type == "cpu")
+    if config.get("layout_independent_init"):
+        skip_earlier_stages(config, transformer, layout)
+    model = build_gpt(config, transformer, pre_process=parallel_state.is_pipeline_first_stage(),
+                      post_process=parallel_state.is_pipeline_last_stage()).to(device)
+    parameters = parameter_count(model)
+    if transformer.fp16 or transformer.bf16:
+        model = Float16Module(transformer, model)
+    # The distributed optimizer shards its states over the data-parallel ranks (ZeRO-1).
+    sharded = bool(config.get("use_distributed_optimizer"))
+    model = DistributedDataParallel(
+        config=transformer, module=model,
+        ddp_config=DistributedDataParallelConfig(grad_reduce_in_fp32=True,
+                                                 overlap_grad_reduce=False,
+                                                 use_distributed_optimizer=sharded))
+    optimizer = get_megatron_optimizer(OptimizerConfig(
+        optimizer="adam", lr=float(config["lr"]), min_lr=float(config["min_lr"]),
+        weight_decay=float(config["weight_decay"]), adam_beta1=float(config["adam_beta1"]),
+        adam_beta2=float(config["adam_beta2"]), adam_eps=float(config["adam_eps"]),
+        clip_grad=float(config["clip_grad"]), fp16=transformer.fp16, bf16=transformer.bf16,
+        params_dtype=transformer.params_dtype, use_distributed_optimizer=sharded,
+        initial_loss_scale=float(config.get("initial_loss_scale") or 2**32)), [model])
+    steps = int(config["train_iters"])
+    scheduler = OptimizerParamScheduler(
+        optimizer, init_lr=0.0, max_lr=float(config["lr"]), min_lr=float(config["min_lr"]),
+        lr_warmup_steps=int(config["lr_warmup_iters"]),
+        lr_decay_steps=int(config.get("lr_decay_iters") or steps),
+        lr_decay_style=str(config["lr_decay_style"]), start_wd=float(config["weight_decay"]),
+        end_wd=float(config["weight_decay"]), wd_incr_steps=steps, wd_incr_style="constant")
+    # As Megatron-LM's training loop: the schedule scales the loss (fp16) and, after the last
+    # micro-batch, reduces the gradients over the data-parallel ranks and sums the tied
+    # embedding's over the first and last pipeline stages.
+    transformer.grad_scale_func = optimizer.scale_loss
+    transformer.finalize_model_grads_func = finalize_model_grads
+    return model, optimizer, scheduler, parameters
+
+
 def _peak_memory_gib(device: torch.device) -> tuple[float, str]:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30, "device"
@@ -130,64 +185,22 @@ def run(case: Case) -> int:
     _join_group(str(config.get("dist_backend") or ("nccl" if device.type == "cuda" else "gloo")),
                 start.world_size)
 
-    from megatron.core import parallel_state, tensor_parallel
-    from megatron.core.distributed import (DistributedDataParallel,
-                                           DistributedDataParallelConfig, finalize_model_grads)
-    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+    from megatron.core import parallel_state
     from megatron.core.pipeline_parallel import get_forward_backward_func
-    from megatron.core.transformer.module import Float16Module
 
-    parallel_state.initialize_model_parallel(
-        tensor_model_parallel_size=layout.tensor, pipeline_model_parallel_size=layout.pipeline)
-    seed = int(config.get("seed", 1234))
-    torch.manual_seed(seed)
-    if device.type == "cuda":
-        tensor_parallel.model_parallel_cuda_manual_seed(seed)
-    first = parallel_state.is_pipeline_first_stage()
-    last = parallel_state.is_pipeline_last_stage()
-    transformer = transformer_config(config, on_cpu=device.type == "cpu")
-    if config.get("layout_independent_init"):
-        skip_earlier_stages(config, transformer, layout)
-    model = build_gpt(config, transformer, pre_process=first, post_process=last).to(device)
-    parameters = parameter_count(model)
-    if transformer.fp16 or transformer.bf16:
-        model = Float16Module(transformer, model)
-    # The distributed optimizer shards its states over the data-parallel ranks (ZeRO-1).
-    sharded = bool(config.get("use_distributed_optimizer"))
-    model = DistributedDataParallel(
-        config=transformer, module=model,
-        ddp_config=DistributedDataParallelConfig(grad_reduce_in_fp32=True,
-                                                 overlap_grad_reduce=False,
-                                                 use_distributed_optimizer=sharded))
+    model, optimizer, scheduler, parameters = build_training(config, layout, device)
     log.log(perflog.CONVERT_MODEL, {"parameters_on_rank": parameters,
                                     "adapter": str(adapter) if adapter else None})
-    optimizer = get_megatron_optimizer(OptimizerConfig(
-        optimizer="adam", lr=float(config["lr"]), min_lr=float(config["min_lr"]),
-        weight_decay=float(config["weight_decay"]), adam_beta1=float(config["adam_beta1"]),
-        adam_beta2=float(config["adam_beta2"]), adam_eps=float(config["adam_eps"]),
-        clip_grad=float(config["clip_grad"]), fp16=transformer.fp16, bf16=transformer.bf16,
-        params_dtype=transformer.params_dtype, use_distributed_optimizer=sharded,
-        initial_loss_scale=float(config.get("initial_loss_scale") or 2**32)), [model])
-    steps = int(config["train_iters"])
-    scheduler = OptimizerParamScheduler(
-        optimizer, init_lr=0.0, max_lr=float(config["lr"]), min_lr=float(config["min_lr"]),
-        lr_warmup_steps=int(config["lr_warmup_iters"]),
-        lr_decay_steps=int(config.get("lr_decay_iters") or steps),
-        lr_decay_style=str(config["lr_decay_style"]), start_wd=float(config["weight_decay"]),
-        end_wd=float(config["weight_decay"]), wd_incr_steps=steps, wd_incr_style="constant")
-    # As Megatron-LM's training loop: the schedule scales the loss (fp16) and, after the last
-    # micro-batch, reduces the gradients over the data-parallel ranks and sums the tied
-    # embedding's over the first and last pipeline stages.
-    transformer.grad_scale_func = optimizer.scale_loss
-    transformer.finalize_model_grads_func = finalize_model_grads
     log.log(perflog.CREATE_OPTIMIZER, {"optimizer": type(optimizer).__name__})
+    steps = int(config["train_iters"])
 
     seq = int(config["seq_length"])
-    windows = TokenWindows(start.data_dir / str(config["data_prefix"]), seq, seed)
-    if windows.max_token() >= int(config["vocab_size"]):
-        raise ValueError(f"{config['data_prefix']}: token id {windows.max_token()} is outside "
-                         f"vocab_size {config['vocab_size']}")
+    windows = TokenWindows(start.data_dir / str(config["data_prefix"]), seq,
+                           int(config.get("seed", 1234)))
+    largest = windows.max_token()
+    if largest >= int(config["vocab_size"]):
+        raise ValueError(f"{config['data_prefix']}: token id {largest} is outside vocab_size "
+                         f"{config['vocab_size']}")
     reference = None
     if config.get("reference_curve"):
         reference = loss_curve.read_curve(case.directory / str(config["reference_curve"]))
@@ -195,7 +208,8 @@ def run(case: Case) -> int:
     if not 0 <= warmup < steps:
         raise ValueError(f"speed_warmup_steps {warmup} leaves no measured step of {steps}")
     dp_rank = parallel_state.get_data_parallel_rank()
-    reports = last and parallel_state.get_tensor_model_parallel_rank() == 0
+    reports = parallel_state.is_pipeline_last_stage() \
+        and parallel_state.get_tensor_model_parallel_rank() == 0
     positions = torch.arange(seq, device=device).unsqueeze(0).expand(layout.micro_batch, -1)
 
     def forward_step(batches: Any, model: torch.nn.Module) -> tuple[torch.Tensor, Any]:
