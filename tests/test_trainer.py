@@ -16,7 +16,7 @@ import torch
 from case_model import torch_finished_keys
 from driver.convergence import Target
 from driver.perflog import PerfLogger
-from driver.torch.trainer import Progress, Trainer, TrainerSettings, TrainingCase
+from driver.torch.trainer import Progress, Trainer, TrainerSettings, TrainingCase, loader_workers
 from flagperf_ansible.results.perflog import parse_lines
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -498,3 +498,12 @@ def test_the_framework_free_loop_scores_the_same_baselines():
     assert (done["untrained_acc"], done["blind_acc"], done["final_acc"]) == (0.1, 0.25, 0.85)
     with pytest.raises(ValueError, match="no input-blind predictor"):
         fit()
+
+
+def test_loader_workers_are_bounded_by_the_hosts_cores_over_its_ranks():
+    assert loader_workers(0, 1, cores=16) == 0          # none configured: none started
+    assert loader_workers(32, 1, cores=16) == 16        # FlagPerf's 32 on a 16-core host
+    assert loader_workers(32, 8, cores=16) == 2         # shared among the host's 8 ranks
+    assert loader_workers(32, 8, cores=4) == 1          # at least one each
+    assert loader_workers(4, 1, cores=16) == 4          # fewer than the cores: as configured
+    assert 1 <= loader_workers(32, 1) <= (os.cpu_count() or 1)
