@@ -21,8 +21,11 @@ cleanly, a round as Ctrl-C stops it, and skips the rest):
    (``scripts/plain_loop.py``), then resnet50 through the real round path: ``flagperf-ansible
    run -i inventories/local`` with vendor nvidia, runtime none, the detected hardware and the
    case's ``quick`` profile (the standard configuration for 300 updates); p_core of both,
-   their ratio (the harness's perturbation; goal 0.99 or more) and the round's MFU against the
-   datasheet's peak.
+   their ratio (the harness's perturbation; goal 0.99 or more), the same in steady state
+   (each side's median step after its first ``core_warmup_steps``: ``steady ratio``) and the
+   round's MFU against the datasheet's peak. The plain loop reads the synthetic set through the
+   case's own DataLoader, as the round does, so the ratio measures the harness, not two data
+   paths.
 2. **monitor**: the NVML samples of that round: count, mean power, peak memory, mean
    utilisation, energy per image.
 3. **base**: ``computation`` and ``main_memory-bandwidth`` (``quick`` profiles) in the same
@@ -301,6 +304,20 @@ def busy(record: dict | None) -> list[str]:
     return [f"measured on a busy host: {node['busy']}" for node in nodes if node.get("busy")]
 
 
+def steady_ratio(finished: dict[str, Any], plain: dict | None) -> str:
+    """The steady-state comparison of the round and the plain loop, or "": each side's median
+    step (ms) after its first steps (``core_warmup_steps``), and plain / round, the
+    harness's share of the throughput with start-up left out. Both read the same data
+    the same way (the case's DataLoader), so the ratio is the harness's cost alone."""
+    round_ms = finished.get("core_step_ms_p50")
+    plain_ms = (plain or {}).get("core_step_ms_p50")
+    if not round_ms or not plain_ms:
+        return ""
+    return (f"steady ratio {plain_ms / round_ms:.3f} (median step: round {number(round_ms)} ms, "
+            f"plain loop {number(plain_ms)} ms, the first {finished.get('core_warmup_steps')} "
+            f"and {plain.get('core_warmup_steps')} steps left out)")
+
+
 def number(value: Any, digits: int = 4) -> str:
     """``value`` with ``digits`` significant digits, or ``n/a``."""
     return f"{value:.{digits}g}" if isinstance(value, (int, float)) else "n/a"
@@ -389,8 +406,10 @@ class Check:
                      time.monotonic() - start))
         return target
 
-    def plain_loop(self, mode: Mode, config: dict[str, Any], steps: int) -> dict | None:
-        """The plain loop's result, or None (its row says why)."""
+    def plain_loop(self, mode: Mode, config: dict[str, Any], steps: int, data: Path
+                   ) -> dict | None:
+        """The plain loop's result, reading ``data`` as the round does, or None (its row
+        says why)."""
         what = f"plain PyTorch loop, {steps} steps"
         if not self.time_left("training", what):
             return None
@@ -403,7 +422,7 @@ class Check:
         rc, stopped = run_child(
             [sys.executable, str(ROOT / "scripts" / "plain_loop.py"), "--config",
              str(folder / "config.json"), "--classes", str(mode.classes), "--steps", str(steps),
-             "--output", str(output), "--device", mode.device],
+             "--output", str(output), "--device", mode.device, "--data", str(data)],
             self.work / "logs" / "plain_loop.log", self.deadline)
         seconds = time.monotonic() - start
         if stopped or rc != 0 or not output.is_file():
@@ -476,6 +495,9 @@ class Check:
                            f"({plain['steps']} steps)")
             if round_core:
                 figures.append(f"ratio {round_core / plain['p_core']:.3f}")
+        steady = steady_ratio(finished, plain)
+        if steady:
+            figures.append(steady)
         mfu = (record or {}).get("mfu") or {}
         if mfu.get("value") is not None:
             peak = (mfu.get("peak_flops_per_device") or 0) / 1e12
@@ -676,7 +698,7 @@ class Check:
             images = train_images(config, mode)
             data = self.data(mode, images)
             training["data_dir"] = str(data)
-            plain = self.plain_loop(mode, config, planned_steps(config, images))
+            plain = self.plain_loop(mode, config, planned_steps(config, images), data)
             base = {model: case_spec(mode, model, "base") for model in BASE_CASES}
             llm = case_spec(mode, LLM_CASE, data_dir=self.llm_data(), framework=LLM_FRAMEWORK,
                             profile=mode.llm_profile)

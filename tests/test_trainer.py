@@ -101,6 +101,22 @@ def test_terminates_after_max_steps_mid_epoch_and_evaluates_the_last_model():
     assert done["p_whole"] == pytest.approx(40 / done["raw_train_time"])
     # The keys the cases on other frameworks are held to (test_bert_paddle, test_resnet50_*).
     assert set(done) == torch_finished_keys("mse")
+    # 5 windows: the first 2 (at most half) are left out of the steady median.
+    assert done["core_warmup_steps"] == 2 and 0 < done["core_step_ms_p50"]
+
+
+def test_the_steady_median_leaves_the_first_compute_windows_out():
+    from driver import finished as finished_module
+
+    clock = finished_module.RoundClock()
+    clock.compute_windows = [1.0] * finished_module.STEADY_SKIP + [0.002, 0.004, 0.003] * 10
+    clock.compute_time = sum(clock.compute_windows)
+    done = clock.finished(30, False)
+    assert done["core_warmup_steps"] == finished_module.STEADY_SKIP
+    assert done["core_step_ms_p50"] == pytest.approx(3.0)
+    # p_core keeps FlagPerf's meaning: every window counts, the slow first ones too.
+    assert done["p_core"] == pytest.approx(30 / clock.compute_time)
+    assert "core_step_ms_p50" not in finished_module.RoundClock().finished(0, False)
 
 
 def test_baselines_score_the_model_as_built_and_the_input_blind_predictor():
