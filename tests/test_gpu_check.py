@@ -274,10 +274,11 @@ def test_a_gpu_s_name_chooses_its_datasheet_and_the_gpu_half_s_cases_validate(
     training = gpu_check.case_spec(mode, "resnet50", data_dir=ROOT / "data" / "digits")
     case_id, config, _ = gpu_check.effective(mode, training)
     assert case_id == "resnet50-pytorch-H100x1x1"
-    assert (config["train_batch_size"], config["train_crop_size"], config["precision"]) == (
-        32, 224, "fp32")
+    # FlagPerf's 1x1 recipe (A100x1x1's batch and lr), not its 1x8 run's per-GPU batch of 32.
+    assert (config["train_batch_size"], config["learning_rate"], config["train_crop_size"],
+            config["precision"]) == (256, 0.8, 224, "fp32")
     images = gpu_check.train_images(config, mode)
-    assert images == 9600 and gpu_check.planned_steps(config, images) == 300
+    assert images == 25600 and gpu_check.planned_steps(config, images) == 100
     cases = [training, *(gpu_check.case_spec(mode, m, "base") for m in gpu_check.BASE_CASES)]
     extra = tmp_path / "cases.json"
     extra.write_text(json.dumps(gpu_check.run_vars(mode, cases, free_port())))
