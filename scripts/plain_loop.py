@@ -15,10 +15,10 @@ with a gradient scaler, as the trainer), ``learning_rate``, ``momentum``, ``nest
 The data: with ``--data`` (an ImageNet-layout folder), the round's own path: the case's
 training set (``driver.torch.classification``: ImageFolder, its transforms) through a
 DataLoader built as the trainer builds it (random sampler, whole batches, ``num_workers``
-bounded by the host's cores as ``driver.torch.trainer.loader_workers`` bounds it, pinned memory
-on a GPU, copies to the device without blocking), so that the ratio of the two measures the
-harness alone, not two data paths. Without it, one batch of random images ``[batch, 3, crop,
-crop]`` and labels stays on the device: no data loading.
+bounded by the host's cores as ``driver.torch.trainer.loader_workers`` bounds it and kept
+across epochs, pinned memory on a GPU, copies to the device without blocking), so that the
+ratio of the two measures the harness alone, not two data paths. Without it, one batch of
+random images ``[batch, 3, crop, crop]`` and labels stays on the device: no data loading.
 
 Timing as the trainer's ``RoundClock.compute`` times it (``benchmarks/driver/finished.py``):
 each step (forward, backward, optimizer step, gradients zeroed) between two device syncs, from
@@ -67,7 +67,8 @@ def case_batches(config: dict, data: Path, steps: int, device: torch.device):
         case.train_set, batch_size=int(config["train_batch_size"]),
         sampler=torch.utils.data.RandomSampler(case.train_set),
         num_workers=loader_workers(int(config.get("num_workers") or 0), 1), drop_last=True,
-        pin_memory=device.type != "cpu", collate_fn=case.collate_fn)
+        pin_memory=device.type != "cpu", collate_fn=case.collate_fn,
+        persistent_workers=int(config.get("num_workers") or 0) > 0)
     given = 0
     while given < steps:
         for batch in loader:

@@ -523,3 +523,17 @@ def test_loader_workers_are_bounded_by_the_hosts_cores_over_its_ranks():
     assert loader_workers(32, 8, cores=4) == 1          # at least one each
     assert loader_workers(4, 1, cores=16) == 4          # fewer than the cores: as configured
     assert 1 <= loader_workers(32, 1) <= (os.cpu_count() or 1)
+
+
+def test_loader_workers_persist_and_the_first_batch_is_read_before_train_start():
+    """With workers, the first epoch's batches are those read without them (its loader
+    starts before TRAIN_START, its first batch read there); later epochs reuse the persistent
+    workers, and a run with them is as repeatable as one without."""
+    def weights_after(workers: int, epochs: int) -> torch.Tensor:
+        case = Regression()
+        done = finished(train({"epochs": epochs, "num_workers": workers}, case.case))
+        assert (done["global_steps"], done["epochs"]) == (8 * epochs, epochs)  # batches of 8
+        return case.models[-1].weight.detach()
+
+    torch.testing.assert_close(weights_after(2, 1), weights_after(0, 1))
+    torch.testing.assert_close(weights_after(2, 2), weights_after(2, 2))

