@@ -57,5 +57,6 @@ def torch_finished_keys(metric: str, baselines: bool = False) -> set[str]:
     on another framework must write too."""
     keys = {"e2e_time", "init_time", "raw_train_time", "train_no_eval_time", "pure_compute_time",
             "num_trained_samples", "p_whole", "p_train", "p_core", "converged",
-            f"final_{metric}", f"target_{metric}", "epochs", "global_steps", "world_size"}
+            f"final_{metric}", f"target_{metric}", "epochs", "global_steps", "world_size",
+            "core_step_ms_p50", "core_warmup_steps"}
     return keys | ({f"untrained_{metric}", f"blind_{metric}"} if baselines else set())

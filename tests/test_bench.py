@@ -21,9 +21,11 @@ SMOKE = {
     "round_overhead.py": ["--hosts", "2", "--runtimes", "none", "--repeat", "1"],
     "slurm_overhead.py": ["--repeat", "1", "--duration", "1"],
     "megatron_loop.py": ["--repeat", "1", "--steps", "8"],
+    "trainer_step_cost.py": ["--steps", "120", "--warmup", "10", "--repeat", "1"],
 }
 #: The scripts that need no Docker engine, sshd or Slurm.
-PLAIN = ("perflog_cost.py", "perflog_parse.py", "results_ingest.py", "monitor_overhead.py")
+PLAIN = ("perflog_cost.py", "perflog_parse.py", "results_ingest.py", "monitor_overhead.py",
+         "trainer_step_cost.py")
 
 
 def smoke(script: str) -> str:

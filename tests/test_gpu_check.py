@@ -102,6 +102,12 @@ def test_the_cpu_half_runs_the_round_path_the_plain_loop_and_the_engine(gpu_chec
     assert core.group(2) == plain.group(2) == "3"  # the cpu profile's 3 epochs of one update
     assert float(ratio.group(1)) == pytest.approx(float(core.group(1)) / float(plain.group(1)),
                                                   rel=2e-3)
+    # In steady state: each side's median step after its first (of 3 steps: 1 left out).
+    steady = re.search(r"steady ratio ([0-9.]+) \(median step: round ([0-9.e+]+) ms, plain "
+                       r"loop ([0-9.e+]+) ms, the first 1 and 1 steps left out\)", figures)
+    assert steady, figures
+    assert float(steady.group(1)) == pytest.approx(
+        float(steady.group(3)) / float(steady.group(2)), rel=2e-3)
     assert "MFU n/a: " in figures and "no fp32 peak for cpu" in figures
     [run_dir] = (work / "results").glob("run*")
     record = json.loads((run_dir / "resnet50-pytorch-cpux1x1/round1/round.json").read_text())
@@ -110,6 +116,8 @@ def test_the_cpu_half_runs_the_round_path_the_plain_loop_and_the_engine(gpu_chec
     plain_result = json.loads((work / "plain_loop" / "result.json").read_text())
     assert (plain_result["steps"], plain_result["batch_size"], plain_result["crop"]) == (3, 32, 16)
     assert plain_result["p_core"] == pytest.approx(float(plain.group(1)), rel=1e-3)
+    assert plain_result["data"] == "the case's DataLoader"  # the round's data path
+    assert record["finished"]["core_warmup_steps"] == plain_result["core_warmup_steps"] == 1
     [monitor] = rows_of(table, "monitor")[-1:]
     samples = int(re.match(r"(\d+) samples every 0.25 s", monitor["figures"]).group(1))
     assert samples >= 4
@@ -266,10 +274,11 @@ def test_a_gpu_s_name_chooses_its_datasheet_and_the_gpu_half_s_cases_validate(
     training = gpu_check.case_spec(mode, "resnet50", data_dir=ROOT / "data" / "digits")
     case_id, config, _ = gpu_check.effective(mode, training)
     assert case_id == "resnet50-pytorch-H100x1x1"
-    assert (config["train_batch_size"], config["train_crop_size"], config["precision"]) == (
-        32, 224, "fp32")
+    # FlagPerf's 1x1 recipe (A100x1x1's batch and lr), not its 1x8 run's per-GPU batch of 32.
+    assert (config["train_batch_size"], config["learning_rate"], config["train_crop_size"],
+            config["precision"]) == (256, 0.8, 224, "fp32")
     images = gpu_check.train_images(config, mode)
-    assert images == 9600 and gpu_check.planned_steps(config, images) == 300
+    assert images == 25600 and gpu_check.planned_steps(config, images) == 100
     cases = [training, *(gpu_check.case_spec(mode, m, "base") for m in gpu_check.BASE_CASES)]
     extra = tmp_path / "cases.json"
     extra.write_text(json.dumps(gpu_check.run_vars(mode, cases, free_port())))

@@ -120,6 +120,25 @@ if __name__ == "__main__":
     exit_rank(main(case, "tiny inference case"))
 '''
 
+#: A test engine that compiles lazily, as inductor does: its first call sleeps 0.5 s.
+LAZY_ENGINE = '''
+import time
+
+
+class InferModel:
+    READS_ONNX = False
+
+    def __init__(self, config, onnx_path, model):
+        self.model = model
+        self.calls = 0
+
+    def __call__(self, inputs):
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(0.5)
+        return self.model(*inputs), 0.0
+'''
+
 #: A test engine: the PyTorch model, claiming 0.05 s of foo_time per batch.
 FOO_ENGINE = '''
 class InferModel:
@@ -143,7 +162,8 @@ FINISHED_KEYS = {
     "p_inference_core", "val_average_acc", "infer_average_acc", "final_acc_gap",
     "target_acc_gap", "validation_latency_p50", "validation_latency_p90",
     "validation_latency_p99", "inference_latency_p50", "inference_latency_p90",
-    "inference_latency_p99", "foo_time", "num_items", "export_time", "compile_time", "compiler",
+    "inference_latency_p99", "foo_time", "num_items", "export_time", "compile_time",
+    "build_time", "warmup_time", "compiler",
     "paths_run", "precision", "batch_size", "device", "output_rel_error", "top1_agreement",
     "target_output_rel_error"}
 
@@ -310,6 +330,19 @@ def test_a_wrong_configuration_fails_in_init_with_one_line(case_dir, overrides, 
     assert run.log.splitlines()[-1] == line.format(vendor=CPU_VENDOR, config=config)
     assert "Traceback" not in run.log
     assert run.names() == ["INIT_START"]
+
+
+def test_a_lazy_compile_is_in_compile_time_not_in_the_core_time(case_dir, tmp_path):
+    (tmp_path / "inference_engine").mkdir()
+    (tmp_path / "inference_engine" / "lazy.py").write_text(LAZY_ENGINE)
+    run = run_case(case_dir, "lazy", vendor_dir=tmp_path, compiler="lazy")
+    assert run.returncode == 0, run.log
+    done, compiled = run.finished, run.value("COMPILE_END")
+    assert done["warmup_time"] >= 0.5 and compiled["warmup_time"] == done["warmup_time"]
+    assert done["compile_time"] == pytest.approx(done["build_time"] + done["warmup_time"])
+    # The timed loop starts after the first call: no batch waits for the compile.
+    assert done["inference_latency_p99"] < 500.0
+    assert run.value("INFERENCE_END")["core_s"] < 0.5
 
 
 def test_foo_time_is_reported_never_subtracted(case_dir, tmp_path):

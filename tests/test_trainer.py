@@ -16,7 +16,7 @@ import torch
 from case_model import torch_finished_keys
 from driver.convergence import Target
 from driver.perflog import PerfLogger
-from driver.torch.trainer import Progress, Trainer, TrainerSettings, TrainingCase
+from driver.torch.trainer import Progress, Trainer, TrainerSettings, TrainingCase, loader_workers
 from flagperf_ansible.results.perflog import parse_lines
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -101,6 +101,22 @@ def test_terminates_after_max_steps_mid_epoch_and_evaluates_the_last_model():
     assert done["p_whole"] == pytest.approx(40 / done["raw_train_time"])
     # The keys the cases on other frameworks are held to (test_bert_paddle, test_resnet50_*).
     assert set(done) == torch_finished_keys("mse")
+    # 5 windows: the first 2 (at most half) are left out of the steady median.
+    assert done["core_warmup_steps"] == 2 and 0 < done["core_step_ms_p50"]
+
+
+def test_the_steady_median_leaves_the_first_compute_windows_out():
+    from driver import finished as finished_module
+
+    clock = finished_module.RoundClock()
+    clock.compute_windows = [1.0] * finished_module.STEADY_SKIP + [0.002, 0.004, 0.003] * 10
+    clock.compute_time = sum(clock.compute_windows)
+    done = clock.finished(30, False)
+    assert done["core_warmup_steps"] == finished_module.STEADY_SKIP
+    assert done["core_step_ms_p50"] == pytest.approx(3.0)
+    # p_core keeps FlagPerf's meaning: every window counts, the slow first ones too.
+    assert done["p_core"] == pytest.approx(30 / clock.compute_time)
+    assert "core_step_ms_p50" not in finished_module.RoundClock().finished(0, False)
 
 
 def test_baselines_score_the_model_as_built_and_the_input_blind_predictor():
@@ -498,3 +514,26 @@ def test_the_framework_free_loop_scores_the_same_baselines():
     assert (done["untrained_acc"], done["blind_acc"], done["final_acc"]) == (0.1, 0.25, 0.85)
     with pytest.raises(ValueError, match="no input-blind predictor"):
         fit()
+
+
+def test_loader_workers_are_bounded_by_the_hosts_cores_over_its_ranks():
+    assert loader_workers(0, 1, cores=16) == 0          # none configured: none started
+    assert loader_workers(32, 1, cores=16) == 16        # FlagPerf's 32 on a 16-core host
+    assert loader_workers(32, 8, cores=16) == 2         # shared among the host's 8 ranks
+    assert loader_workers(32, 8, cores=4) == 1          # at least one each
+    assert loader_workers(4, 1, cores=16) == 4          # fewer than the cores: as configured
+    assert 1 <= loader_workers(32, 1) <= (os.cpu_count() or 1)
+
+
+def test_loader_workers_persist_and_the_first_batch_is_read_before_train_start():
+    """With workers, the first epoch's batches are those read without them (its loader
+    starts before TRAIN_START, its first batch read there); later epochs reuse the persistent
+    workers, and a run with them is as repeatable as one without."""
+    def weights_after(workers: int, epochs: int) -> torch.Tensor:
+        case = Regression()
+        done = finished(train({"epochs": epochs, "num_workers": workers}, case.case))
+        assert (done["global_steps"], done["epochs"]) == (8 * epochs, epochs)  # batches of 8
+        return case.models[-1].weight.detach()
+
+    torch.testing.assert_close(weights_after(2, 1), weights_after(0, 1))
+    torch.testing.assert_close(weights_after(2, 2), weights_after(2, 2))

@@ -10,6 +10,12 @@ Figures (seconds, samples/s), as FlagPerf's trainers define them:
   ``p_train = num_trained_samples / train_no_eval_time``,
   ``p_core = num_trained_samples / pure_compute_time``.
 
+Beyond FlagPerf, for comparing with a plain loop in steady state (``scripts/gpu_check.py``):
+``core_step_ms_p50``, the median of the compute windows (one per micro-batch, ms) after the
+first ``core_warmup_steps`` of them (``STEADY_SKIP``, at most half the windows), so that the
+first steps' start-up (kernel selection, the loader's first prefetch) is left out. ``p_core``
+keeps FlagPerf's meaning: every window counts. A clock that timed no window writes neither.
+
 A case whose throughput is counted in another unit (tokens, mel frames, audio samples: its
 ``case.yml: throughput.unit``) passes ``units=(name, count)``: ``num_trained_<name>`` is then the
 count over all ranks and the three ``p_*`` are in ``<name>``/s, as FlagPerf's language and
@@ -19,9 +25,13 @@ speech trainers report them; samples stay in ``num_trained_samples`` and
 
 from __future__ import annotations
 
+import statistics
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
+
+#: Compute windows left out of ``core_step_ms_p50`` (at most half of them).
+STEADY_SKIP = 10
 
 
 class RoundClock:
@@ -35,6 +45,7 @@ class RoundClock:
         self.train_start = self.train_end = 0.0
         self.eval_time = 0.0
         self.compute_time = 0.0
+        self.compute_windows: list[float] = []
 
     def mark_init_start(self) -> None:
         self.init_start = time.time()
@@ -57,7 +68,9 @@ class RoundClock:
         start = time.perf_counter()
         yield
         self.sync()
-        self.compute_time += time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        self.compute_time += elapsed
+        self.compute_windows.append(elapsed)
 
     @contextmanager
     def evaluation(self) -> Iterator[None]:
@@ -88,6 +101,10 @@ class RoundClock:
             "p_core": work / compute,
             "converged": bool(converged),
         }
+        if self.compute_windows:
+            skip = min(STEADY_SKIP, len(self.compute_windows) // 2)
+            figures["core_step_ms_p50"] = statistics.median(self.compute_windows[skip:]) * 1e3
+            figures["core_warmup_steps"] = skip
         if units is not None:
             figures[f"num_trained_{units[0]}"] = units[1]
             figures["p_train_samples"] = num_trained_samples / no_eval

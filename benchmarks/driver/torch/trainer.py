@@ -11,6 +11,8 @@ What the trainer does, per rank (launched by torchrun, or alone):
   ``world_size``-th validation sample), the model through the hooks ``convert_model``,
   ``create_optimizer``, ``model_to_fp16`` and ``model_to_ddp`` (each with its PerfLog event),
   the case's learning-rate schedule and, in fp16, a ``torch.amp.GradScaler``;
+* between INIT_END and TRAIN_START: the training loader's workers started (they persist
+  across epochs) and its first batch read, so that neither lands in the first steps;
 * training (TRAIN_START..TRAIN_END): autocast to bf16 (``precision: amp`` or ``bf16``) or fp16
   (``fp16``, with the scaler); ``gradient_accumulation_steps`` micro-batches per optimizer
   update (the loss divided by their number unless ``divide_loss_by_accumulation`` is false,
@@ -34,7 +36,8 @@ Configuration keys it reads (the case's effective configuration): ``train_batch_
 ``eval_batch_size`` (per process), at least one of ``epochs``/``max_steps``/``max_samples``
 (0 or absent: no limit), and optionally ``precision`` (fp32), ``gradient_accumulation_steps``
 (1), ``eval_interval_samples`` (0: every epoch), ``stop_at_target`` (true), ``log_freq`` (50),
-``num_workers`` (0), ``seed`` (0), ``dist_backend`` (torch's default for the device),
+``num_workers`` (0; at most the host's cores over its ranks: :func:`loader_workers`),
+``seed`` (0), ``dist_backend`` (torch's default for the device),
 ``clip_grad_norm`` (none; read by the default ``backward`` hook) and ``evaluate_baselines``
 (false); and, for recipes that count as FlagPerf's own trainers do (each case's config names
 the upstream line): ``step_unit`` (``update``; ``micro_batch``: ``max_steps`` and
@@ -49,6 +52,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +69,7 @@ from driver.training_loop import CaseStart, LoopSettings, Progress, TrainingLoop
 from driver.torch.vendor_hooks import RankContext, VendorHooks, load_vendor_hooks
 
 __all__ = ["AUTOCAST_DTYPES", "Progress", "Trainer", "TrainerSettings", "TrainingCase",
-           "TrainingPlan", "batch_samples", "to_device"]
+           "TrainingPlan", "batch_samples", "loader_workers", "to_device"]
 
 #: ``precision`` values and the dtype autocast runs in (None: no autocast). ``amp`` is bf16,
 #: as the cases' ``precision_peak`` maps it.
@@ -186,6 +191,19 @@ class TrainingCase:
     also: tuple[Target, ...] = ()
 
 
+def loader_workers(configured: int, local_ranks: int, cores: int | None = None) -> int:
+    """The DataLoader workers a rank starts: ``configured`` (the case's ``num_workers``), at
+    most this host's cores shared among its ``local_ranks`` ranks (at least one each when any
+    is configured). ``cores`` defaults to the cores this process may run on. FlagPerf's 32
+    workers on a host of fewer cores only add processes that wait for a core."""
+    if configured <= 0:
+        return 0
+    if cores is None:
+        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count() or 1)
+    return max(1, min(configured, cores // max(local_ranks, 1)))
+
+
 def to_device(batch: Batch, device: torch.device) -> Batch:
     """``batch`` with every tensor in it on ``device`` (copied asynchronously when pinned)."""
     if isinstance(batch, torch.Tensor):
@@ -270,6 +288,7 @@ class Trainer:
     def _loaders(self, case: TrainingCase):
         s, info = self.settings, self.info
         pin = self.device.type != "cpu"
+        workers = loader_workers(s.num_workers, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
         if case.train_sampler is not None:
             sampler = case.train_sampler(info.world_size, info.rank, s.seed)
         elif info.world_size > 1:
@@ -281,12 +300,13 @@ class Trainer:
         if case.batch_sampler is not None:
             train = torch.utils.data.DataLoader(
                 case.train_set, batch_sampler=case.batch_sampler(sampler, s.train_batch_size),
-                num_workers=s.num_workers, pin_memory=pin, collate_fn=case.collate_fn)
+                num_workers=workers, pin_memory=pin, collate_fn=case.collate_fn,
+                persistent_workers=workers > 0)
         else:
             train = torch.utils.data.DataLoader(
                 case.train_set, batch_size=s.train_batch_size, sampler=sampler,
-                num_workers=s.num_workers, drop_last=True, pin_memory=pin,
-                collate_fn=case.collate_fn)
+                num_workers=workers, drop_last=True, pin_memory=pin,
+                collate_fn=case.collate_fn, persistent_workers=workers > 0)
         if len(train) == 0:
             raise ValueError(f"the train set ({len(case.train_set)} samples over "
                              f"{info.world_size} ranks) holds no whole batch of "
@@ -294,7 +314,7 @@ class Trainer:
         shard = torch.utils.data.Subset(case.val_set,
                                         range(info.rank, len(case.val_set), info.world_size))
         val = torch.utils.data.DataLoader(shard, batch_size=s.eval_batch_size, shuffle=False,
-                                          num_workers=s.num_workers, pin_memory=pin,
+                                          num_workers=workers, pin_memory=pin,
                                           collate_fn=case.eval_collate_fn)
         return train, sampler, val
 
@@ -330,10 +350,12 @@ class Trainer:
     # -- training --------------------------------------------------------------------------
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        """Autocast to the configured precision's dtype (disabled in fp32)."""
+        """Autocast to the configured precision's dtype; none in fp32 (a disabled autocast
+        still costs each step a dozen calls into torch)."""
         dtype = AUTOCAST_DTYPES[self.settings.precision]
-        return torch.autocast(self.device.type, dtype=dtype or torch.bfloat16,
-                              enabled=dtype is not None)
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
 
     def fit(self, case: TrainingCase) -> int:
         """Train ``case`` to its end, write FINISHED, leave the process group; returns the exit
@@ -390,10 +412,24 @@ class Trainer:
         loop = TrainingLoop(s, case.target, start, also=case.also,
                             all_reduce_sum=lambda values: dist.all_reduce_sum(values, self.info))
 
+        # The first epoch's loader starts before TRAIN_START: its workers fork and the first
+        # batch is read outside the training time, so that neither lands in the first steps'
+        # compute windows. p_core is FlagPerf's either way (no loading inside its windows);
+        # the workers persist across epochs.
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(0)
+        first_epoch = iter(loader)
+        first_batch = next(first_epoch, None)
+
         def epoch_batches(epoch: int):
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(epoch - 1)
-            return (to_device(batch, self.device) for batch in loader)
+            if epoch == 1:
+                batches = itertools.chain([] if first_batch is None else [first_batch],
+                                          first_epoch)
+            else:
+                if hasattr(sampler, "set_epoch"):
+                    sampler.set_epoch(epoch - 1)
+                batches = loader
+            return (to_device(batch, self.device) for batch in batches)
 
         def train_micro_batch(batch, update: bool) -> torch.Tensor:
             with self._gradient_sync(model, update):

@@ -85,7 +85,7 @@ FINISHED_UNITS = {"init_time": "s", "raw_train_time": "s", "train_no_eval_time":
                   "p_train_samples": "samples/s", "benchmark_time": "s",
                   **{f"{path}_latency_{q}": "ms" for path in ("validation", "inference")
                      for q in ("p50", "p90", "p99")},
-                  "export_time": "s", "compile_time": "s"}
+                  "export_time": "s", "compile_time": "s", "build_time": "s", "warmup_time": "s"}
 
 #: The FINISHED keys that say which of an inference case's two paths ran (seed 004:
 #: ``compiler: null`` ends after validation, ``no_validation`` runs the engine path only).

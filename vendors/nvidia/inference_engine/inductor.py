@@ -10,7 +10,9 @@ Configuration keys it reads (upstream's names; its misspelt ``dynamo_wamrup_*`` 
 * ``dynamo_warmup_times``: forwards per warm-up (default 1).
 
 ``foo_time`` (s): a warm-up call's time spent in its warm-up forwards (compilation included),
-as upstream; 0.0 on the other calls. The driver reports it and does not subtract it. A
+as upstream; 0.0 on the other calls. The driver's own warm-up call on the first batch
+(``driver.torch.inference.warm_up``, in ``compile_time``) is the first call, so the timed loop
+neither compiles nor has foo_time; the driver reports foo_time and does not subtract it. A
 batch of a new size (a data set's last, smaller one) compiles again within its call, unless
 ``dynamo_dynamic`` is true.
 """
