@@ -44,7 +44,9 @@ def profile_config(case: str, steps: int | None) -> dict:
     config.update(yaml.safe_load((folder / "cpu.yaml").read_text())["params"])
     config["reference_curve"] = None
     if steps:
-        config["train_iters"] = steps
+        # megatron-core's schedule needs its warm-up shorter than its decay.
+        config.update(train_iters=steps, lr_decay_iters=steps,
+                      lr_warmup_iters=min(int(config["lr_warmup_iters"]), steps // 2))
     return config
 
 

@@ -243,7 +243,8 @@ def check_console_widths(summary: dict) -> None:
         return console.export_text()
 
     whole = text(1000)
-    assert "…" not in whole and len(whole.splitlines()) < 60, whole
+    # A line a case, and one more where its host was busy, and a few of the run's own.
+    assert "…" not in whole and len(whole.splitlines()) <= 2 * len(summary["cases"]) + 8, whole
     for width in (80, 120):
         shown = text(width)
         assert max(len(line) for line in shown.splitlines()) <= width
