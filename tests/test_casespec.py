@@ -82,7 +82,8 @@ def test_a_named_profile_replaces_the_hardware_s_own(project):
                                                              "profile": "quick"}), "nvidia")
     assert quick.profile["name"] == "quick" and not quick.profile["standard"]
     assert (quick.config["epochs"], quick.config["max_steps"]) == (1, 300)
-    assert quick.config["train_crop_size"] == 224 and quick.config["train_batch_size"] == 32
+    # The vendor's H100x1x1 still applies over the profile: FlagPerf's 1x1 batch of 256.
+    assert quick.config["train_crop_size"] == 224 and quick.config["train_batch_size"] == 256
     # On cpu hardware the named profile stands instead of config/cpu.yaml, not on top of it.
     on_cpu = effective_config(project, case, parse_case_spec({**spec, "hardware": "cpu",
                                                               "profile": "quick"}), "cpu")
