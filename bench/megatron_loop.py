@@ -37,11 +37,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def profile_config(case: str, steps: int | None) -> dict:
-    """The case's standard parameters with its cpu profile over them (the effective
-    configuration of a cpu round at 1x1), without the reference curve."""
-    folder = ROOT / "benchmarks" / case / "megatron" / "config"
-    config = yaml.safe_load((folder / "standard.yaml").read_text())["params"]
-    config.update(yaml.safe_load((folder / "cpu.yaml").read_text())["params"])
+    """The effective configuration of the case's cpu round at 1x1, as the controller makes it
+    (``cases.effective_config``: the standard parameters, the cpu profile, the cpu vendor's
+    overrides), without the reference curve."""
+    from flagperf_ansible.config.cases import effective_config, load_case
+    from flagperf_ansible.config.casespec import parse_case_spec
+
+    config = effective_config(ROOT, load_case(ROOT, case, "megatron"),
+                              parse_case_spec(f"{case}:megatron:cpu:1:1:1"), "cpu").config
     config["reference_curve"] = None
     if steps:
         # megatron-core's schedule needs its warm-up shorter than its decay.

@@ -97,7 +97,7 @@ def test_the_cpu_profiles_reference_curves_learn():
         assert max(curve[s] for s in range(190, 201)) < curve[1] - 1.5
 
 
-def test_a_layout_that_does_not_fit_is_refused_before_any_host(project):
+def test_a_topology_the_llm_profile_does_not_hold_at_is_refused_before_any_host(project):
     done = subprocess.run([sys.executable, "-m", "flagperf_ansible", "validate", "-i",
                            "inventories/local", "--case",
                            "llama3_8b:megatron:cpu:1:3:1=data/megatron_indexed"],

@@ -163,7 +163,8 @@ def _world_reduce(values: list[float], device: torch.device, op: Any) -> list[fl
 
 
 def megatron_line(step: int, steps: int, global_batch: int, elapsed_ms: float, lr: float,
-                  loss: float, grad_norm: float | None, loss_scale: float) -> str:
+                  loss: float, grad_norm: float | None, loss_scale: float, skipped: int,
+                  nan: int) -> str:
     """Megatron-LM's training log line (``training.py: training_log``), which upstream
     FlagPerf's LLM cases parse for "elapsed time per iteration (ms)"."""
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
@@ -172,7 +173,7 @@ def megatron_line(step: int, steps: int, global_batch: int, elapsed_ms: float, l
             f"{step * global_batch:12d} | elapsed time per iteration (ms): {elapsed_ms:.1f} | "
             f"learning rate: {lr:.6E} | global batch size: {global_batch:5d} | lm loss: "
             f"{loss:.6E} | loss scale: {loss_scale:.1f} |{norm} number of skipped iterations: "
-            "  0 | number of nan iterations:   0 |")
+            f"{skipped:3d} | number of nan iterations: {nan:3d} |")
 
 
 def run(case: Case) -> int:
@@ -229,6 +230,7 @@ def run(case: Case) -> int:
                                "layout": layout.__dict__, "device": str(device)})
     curve: dict[int, float] = {}
     interval = int(config.get("log_interval", 10))
+    skipped = nan = 0
     for step in range(1, steps + 1):
         if step == warmup + 1:
             clock.mark_train_start()
@@ -243,7 +245,7 @@ def run(case: Case) -> int:
                 forward_step_func=forward_step, data_iterator=iter(batches), model=model,
                 num_microbatches=layout.micro_batches, seq_length=seq,
                 micro_batch_size=layout.micro_batch, forward_only=False)
-            _, grad_norm, _ = optimizer.step()
+            updated, grad_norm, _ = optimizer.step()
             scheduler.step(increment=1)
         elapsed_ms = (time.perf_counter() - began) * 1000
         mean = sum(float(x["lm loss"]) for x in losses) / len(losses) if reports else 0.0
@@ -253,9 +255,15 @@ def run(case: Case) -> int:
         lr = optimizer.param_groups[0]["lr"]
         log.log(perflog.STEP_END, {"step": step, "loss": loss, "lr": lr,
                                    "grad_norm": grad_norm, "step_time_ms": elapsed_ms})
+        # As Megatron-LM counts them over each log interval: updates the fp16 loss scaler
+        # skipped (an overflow), and steps whose loss is not finite.
+        skipped += not updated
+        nan += not math.isfinite(loss)
         if start.rank == 0 and (step % interval == 0 or step == steps):
             print(megatron_line(step, steps, layout.global_batch, elapsed_ms, lr, loss,
-                                grad_norm, float(optimizer.get_loss_scale())), flush=True)
+                                grad_norm, float(optimizer.get_loss_scale()), skipped, nan),
+                  flush=True)
+            skipped = nan = 0
         if not math.isfinite(loss):
             break
     steps_run = step if math.isfinite(curve[step]) else step - 1
